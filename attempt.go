@@ -1,0 +1,66 @@
+package llmretry
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// Attempt is the record of one attempt: each attempt is its own call, with
+// its own ID, so anyone reading the record sees the failure, the wait and
+// the next attempt.
+//
+// An Attempt is passed by value to Policy.OnAttempt; it holds pointers to
+// the request and response that the attempt used, which the observer must
+// treat as read-only. The observer must not read or close Response.Body:
+// the body belongs to the caller (when this attempt's result is returned)
+// or to the Transport (which drains and closes it before a retry).
+type Attempt struct {
+	// ID is unique per attempt: 16 random hex digits.
+	ID string
+	// N is the attempt number: 1 for the first try. Numbers continue across
+	// rounds when an Asker says to try again.
+	N int
+	// Request is the request this attempt sent (a shallow copy of the
+	// caller's, with its own body). Nil for attempts made by Do.
+	Request *http.Request
+	// Response is the attempt's response; nil when Err is non-nil.
+	Response *http.Response
+	// Err is the attempt's error; nil when a response arrived.
+	Err error
+	// RetryIn is the wait before the next attempt; 0 when none follows
+	// (the last attempt of a round, or of the call).
+	RetryIn time.Duration
+}
+
+// String renders the attempt on one line without credentials: the URL
+// loses its query and user information, and no header is shown.
+func (a Attempt) String() string {
+	s := fmt.Sprintf("attempt %d %s", a.N, a.ID)
+	if a.Request != nil {
+		s += " " + a.Request.Method + " " + redactURL(a.Request.URL)
+	}
+	switch {
+	case a.Err != nil:
+		s += ": " + a.Err.Error()
+	case a.Response != nil:
+		s += ": " + a.Response.Status
+	}
+	if a.RetryIn > 0 {
+		s += fmt.Sprintf(" (retry in %v)", a.RetryIn)
+	}
+	return s
+}
+
+// newID returns 16 random hex digits. math/rand/v2's global source is
+// safe for concurrent use and needs no seeding.
+func newID() string {
+	var b [8]byte
+	u := rand.Uint64()
+	for i := range b {
+		b[i] = byte(u >> (8 * i))
+	}
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,63 @@
+package llmretry
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// memBase answers every request in memory, reading the request body as a
+// server would, so the benchmark measures the transport and not a network.
+type memBase struct{}
+
+func (memBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+var benchBody = []byte(`{"model":"gpt","messages":[{"role":"user","content":"hello"}]}`)
+
+// benchmarkSuccess sends requests that succeed on the first try through rt.
+func benchmarkSuccess(b *testing.B, rt http.RoundTripper, url string) {
+	client := &http.Client{Transport: rt}
+	b.ReportAllocs()
+	for b.Loop() {
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(benchBody))
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// BenchmarkSuccessPath compares a first-try success through the bare base
+// transport and through llmretry, in memory and over loopback, in one run.
+func BenchmarkSuccessPath(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"answer":42}`))
+	}))
+	defer srv.Close()
+	loop := srv.Client().Transport
+	wrapped := func(base http.RoundTripper) http.RoundTripper {
+		rt, err := New(base, Policy{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return rt
+	}
+	b.Run("memory/bare", func(b *testing.B) { benchmarkSuccess(b, memBase{}, "http://mem.test/v1") })
+	b.Run("memory/llmretry", func(b *testing.B) { benchmarkSuccess(b, wrapped(memBase{}), "http://mem.test/v1") })
+	b.Run("loopback/bare", func(b *testing.B) { benchmarkSuccess(b, loop, srv.URL) })
+	b.Run("loopback/llmretry", func(b *testing.B) { benchmarkSuccess(b, wrapped(loop), srv.URL) })
+}

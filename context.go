@@ -1,0 +1,62 @@
+package llmretry
+
+import "context"
+
+// ctxKey is the one context key this package uses, for both a per-request
+// policy (WithPolicy) and the mark of a request that is inside a retrying
+// call (see Transport). One key means one context look-up per request.
+type ctxKey struct{}
+
+// inRetry marks a context as belonging to a call that may retry. It is a
+// zero-size value, so storing it in a context allocates nothing for it.
+type inRetry struct{}
+
+// ctxPolicy is what WithPolicy stores.
+type ctxPolicy struct {
+	policy  Policy // resolved
+	err     error  // from Validate; the request is refused if set
+	inRetry bool   // WithPolicy was called inside a retrying call
+}
+
+// WithPolicy returns a copy of ctx that carries p: a Transport that sends a
+// request with this context uses p instead of its own policy. This is how
+// one shared http.Client serves agents with different policies.
+//
+// p is validated and copied here, once per context, not per request. If p
+// is invalid, requests sent with the returned context are refused with
+// Validate's error before anything is sent.
+//
+// Inside a call that is already retrying (see Transport), WithPolicy keeps
+// that mark: a policy cannot turn an inner layer back into a retrying one.
+func WithPolicy(ctx context.Context, p Policy) context.Context {
+	cp := &ctxPolicy{}
+	if err := p.Validate(); err != nil {
+		cp.err = err
+	} else {
+		cp.policy = p.resolved()
+	}
+	switch v := ctx.Value(ctxKey{}).(type) {
+	case inRetry:
+		cp.inRetry = true
+	case *ctxPolicy:
+		cp.inRetry = v.inRetry
+	}
+	return context.WithValue(ctx, ctxKey{}, cp)
+}
+
+// markRetrying returns ctx marked as inside a retrying call.
+func markRetrying(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ctxKey{}, inRetry{})
+}
+
+// lookup returns the per-request policy state of ctx (nil if none) and
+// whether ctx is already inside a retrying call.
+func lookup(ctx context.Context) (*ctxPolicy, bool) {
+	switch v := ctx.Value(ctxKey{}).(type) {
+	case inRetry:
+		return nil, true
+	case *ctxPolicy:
+		return v, v.inRetry
+	}
+	return nil, false
+}

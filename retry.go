@@ -1,0 +1,219 @@
+package llmretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// call is the state of one request after its first attempt failed. It
+// lives only as long as the RoundTrip that made it; go-retryablehttp's
+// CheckRetry and Backoff (which get no context) reach it through closures.
+type call struct {
+	base    http.RoundTripper
+	p       *Policy
+	req     *http.Request                 // the caller's, never modified
+	out     *http.Request                 // the request of the latest attempt
+	getBody func() (io.ReadCloser, error) // replays the body; nil if none
+
+	n        int  // attempts made
+	retries  int  // retries taken in the current round
+	recorded int  // attempts passed to OnAttempt
+	replay   bool // the next attempt hands back resp/err instead of sending
+	stream   int8 // 0 not sniffed yet, 1 a stream, -1 not a stream
+
+	resp *http.Response // the latest attempt's result
+	err  error
+	wait time.Duration // the wait CheckRetry chose, for Backoff
+	why  stop          // why the latest round stopped
+}
+
+// run takes over after a failed first attempt (resp, err) and drives
+// go-retryablehttp's loop, one round per answer of the policy's Asker.
+//
+// Each round starts by replaying the attempt that ended the previous one
+// (or the first attempt), so that CheckRetry sees it like any other: the
+// first attempt is sent by RoundTrip itself and never pays for this set-up.
+func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
+	ctx := c.out.Context()
+	c.n, c.resp, c.err, c.replay = 1, resp, err, true
+	rc := &retryablehttp.Client{
+		HTTPClient: &http.Client{
+			// attemptTransport has no CloseIdleConnections, so the calls
+			// go-retryablehttp makes on failure cannot empty the caller's
+			// connection pool.
+			Transport: (*attemptTransport)(c),
+			// Redirects are the outer client's business.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		RetryMax:     math.MaxInt32, // CheckRetry alone decides
+		CheckRetry:   c.checkRetry,
+		Backoff:      c.backoff,
+		ErrorHandler: func(_ *http.Response, err error, _ int) (*http.Response, error) { return nil, err },
+		// Logger stays nil: go-retryablehttp would log URLs with their
+		// query strings, where API keys travel.
+	}
+	for {
+		resp, err = rc.Do(&retryablehttp.Request{Request: c.template()})
+		if c.why != stopSpent || c.p.OnExhausted == nil || ctx.Err() != nil {
+			break
+		}
+		ex := &Exhausted{Request: c.req, Attempts: c.n, Response: c.resp, Err: c.err}
+		if !c.p.OnExhausted.Ask(ctx, ex) || ctx.Err() != nil {
+			break
+		}
+		c.retries, c.replay, c.why = 0, true, stopNone
+	}
+	return c.result(resp, err)
+}
+
+// template returns the request go-retryablehttp sends each attempt with: a
+// shallow copy of the latest one, without a body (attemptTransport gives
+// every real attempt a fresh body).
+func (c *call) template() *http.Request {
+	r := *c.out
+	if r.Body != nil {
+		r.Body = http.NoBody
+	}
+	return &r
+}
+
+// result turns the loop's outcome into what the caller sees.
+func (c *call) result(resp *http.Response, err error) (*http.Response, error) {
+	if err == nil && resp != nil {
+		switch c.why {
+		case stopSpent, stopDeadline, stopServerWait:
+			// We gave up on a retryable response: tell SDKs above us
+			// (openai-go, anthropic-sdk-go) not to send it again.
+			resp.Header = resp.Header.Clone()
+			if resp.Header == nil {
+				resp.Header = make(http.Header)
+			}
+			resp.Header.Set("X-Should-Retry", "false")
+		}
+		return resp, nil
+	}
+	last := c.err
+	if c.why == stopNone || last == nil {
+		// The wait before a retry was cut short (the context ended), or
+		// go-retryablehttp failed on its own: report that.
+		last = err
+	}
+	return nil, &Exhausted{Request: c.req, Attempts: c.n, Err: last}
+}
+
+// checkRetry is go-retryablehttp's CheckRetry: it decides from the latest
+// attempt's own result whether a retry follows, computes the wait, and
+// records the attempt.
+func (c *call) checkRetry(ctx context.Context, _ *http.Response, doErr error) (bool, error) {
+	if doErr != nil && c.err == nil {
+		// The inner http.Client turned a response into an error (a
+		// redirect with a bad Location): it has closed the body.
+		var ue *url.Error
+		if errors.As(doErr, &ue) {
+			doErr = ue.Err
+		}
+		c.resp, c.err = nil, doErr
+	}
+	now := time.Now()
+	why, serverWait, hasServerWait := c.classify(ctx, now)
+	var wait time.Duration
+	if why == stopNone {
+		deadline, hasDeadline := ctx.Deadline()
+		wait, why = c.p.nextWait(c.retries+1, serverWait, hasServerWait, now, deadline, hasDeadline)
+	}
+	c.why = why
+	c.record(wait)
+	if why != stopNone {
+		return false, nil
+	}
+	c.wait = wait
+	c.retries++
+	return true, nil
+}
+
+// classify says whether the latest result may be retried and what wait,
+// if any, the server asked for.
+func (c *call) classify(ctx context.Context, now time.Time) (stop, time.Duration, bool) {
+	if ctx.Err() != nil {
+		return stopFinal, 0, false
+	}
+	var serverWait time.Duration
+	var hasServerWait bool
+	if c.err != nil {
+		if !retryableErr(c.err) {
+			return stopFinal, 0, false
+		}
+	} else {
+		if !retryableStatus(c.resp.StatusCode) {
+			return stopFinal, 0, false
+		}
+		serverWait, hasServerWait = RetryAfter(c.resp.Header, now)
+	}
+	if !c.p.RetryStreams && c.isStream() {
+		return stopFinal, 0, false
+	}
+	return stopNone, serverWait, hasServerWait
+}
+
+// isStream sniffs the request once per call.
+func (c *call) isStream() bool {
+	if c.stream == 0 {
+		c.stream = -1
+		if isStream(c.req, c.getBody) {
+			c.stream = 1
+		}
+	}
+	return c.stream == 1
+}
+
+// record passes the latest attempt to OnAttempt, once.
+func (c *call) record(retryIn time.Duration) {
+	if c.p.OnAttempt == nil || c.recorded >= c.n {
+		return
+	}
+	c.recorded = c.n
+	c.p.OnAttempt(Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn})
+}
+
+// backoff is go-retryablehttp's Backoff: the wait checkRetry chose.
+func (c *call) backoff(_, _ time.Duration, _ int, _ *http.Response) time.Duration {
+	return c.wait
+}
+
+// attemptTransport sends one attempt for go-retryablehttp. It deliberately
+// has no CloseIdleConnections method.
+type attemptTransport call
+
+// RoundTrip replays the previous result at the start of a round, and
+// otherwise sends r through the base with a fresh copy of the body.
+func (a *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c := (*call)(a)
+	if c.replay {
+		c.replay = false
+		if c.err != nil {
+			return nil, c.err
+		}
+		return c.resp, nil
+	}
+	out := *r
+	if c.getBody != nil {
+		body, err := c.getBody()
+		if err != nil {
+			c.resp, c.err = nil, Permanent(fmt.Errorf("llmretry: rewinding request body: %w", err))
+			return nil, c.err
+		}
+		out.Body = body
+	}
+	c.n++
+	c.out = &out
+	c.resp, c.err = normalize(c.base.RoundTrip(&out))
+	return c.resp, c.err
+}

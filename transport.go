@@ -1,0 +1,170 @@
+// Package llmretry keeps AI agents working through model-provider outages.
+//
+// A Transport is an http.RoundTripper that sends a failed model request
+// again after a wait, for as long as the request's deadline allows while
+// leaving a reserve, honouring the waits providers ask for. Put it under any
+// http.Client, including the ones vendor SDKs (openai-go, anthropic-sdk-go,
+// genai) accept:
+//
+//	rt, err := llmretry.New(nil, llmretry.Policy{
+//		Waits:   []time.Duration{15 * time.Second, 45 * time.Second, 2 * time.Minute},
+//		Reserve: time.Minute,
+//	})
+//	client := &http.Client{Transport: rt}
+//
+// A request that works the first time costs next to nothing: the retry
+// machinery (github.com/hashicorp/go-retryablehttp, with this package's own
+// CheckRetry and Backoff) is set up only after a first attempt fails.
+package llmretry
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// Transport is an http.RoundTripper that retries failed model requests by
+// its Policy. Create it with New.
+//
+// The zero Transport is usable: it sends through http.DefaultTransport with
+// the zero Policy. A Transport is safe for concurrent use; all per-request
+// state lives in the request's own call.
+//
+// RoundTrip follows the http.RoundTripper contract: it never modifies the
+// caller's request, always closes its body (the first attempt sends it;
+// retries send fresh copies from req.GetBody, or from one in-memory copy
+// when GetBody is nil), and returns either a response or an error, never
+// both. What the caller sees is the last attempt's result: a response with
+// its body unread (even a final 429 or 5xx), or an *Exhausted error wrapping
+// the last attempt's error. Discarded responses are drained (up to 4 KiB)
+// and closed, so connections are reused.
+//
+// Only the outermost Transport retries: a request sent while another
+// llmretry call is already retrying (its context says so) passes straight
+// through to the base, so nested layers cannot multiply attempts.
+type Transport struct {
+	base   http.RoundTripper
+	policy Policy // resolved by New
+	ready  bool   // false for the zero Transport
+}
+
+// New returns a Transport that sends through base (http.DefaultTransport if
+// nil) under policy p. An invalid policy is an error and no Transport is
+// made; see Policy.Validate.
+func New(base http.RoundTripper, p Policy) (*Transport, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &Transport{base: base, policy: p.resolved(), ready: true}, nil
+}
+
+// CloseIdleConnections closes the base transport's idle connections, if it
+// has such a method. The Transport itself never calls it.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.baseRT().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// baseRT returns the base round tripper.
+func (t *Transport) baseRT() http.RoundTripper {
+	if t.base == nil {
+		return http.DefaultTransport
+	}
+	return t.base
+}
+
+// policyFor returns the policy for a request: its context's, else the
+// Transport's.
+func (t *Transport) policyFor(cp *ctxPolicy) *Policy {
+	if cp != nil {
+		return &cp.policy
+	}
+	if !t.ready {
+		p := Policy{}.resolved()
+		return &p
+	}
+	return &t.policy
+}
+
+// RoundTrip sends req, and sends it again after a wait while the policy
+// allows. See Transport for what it returns.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req == nil {
+		return nil, errors.New("llmretry: nil request")
+	}
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errors.New("llmretry: request has no URL")
+	}
+	base := t.baseRT()
+	ctx := req.Context()
+	cp, nested := lookup(ctx)
+	if nested {
+		return base.RoundTrip(req) // an outer llmretry call does the retrying
+	}
+	if cp != nil && cp.err != nil {
+		closeBody(req)
+		return nil, fmt.Errorf("llmretry: policy from WithPolicy: %w", cp.err)
+	}
+
+	// The first attempt: the caller's request, with its context marked so
+	// that llmretry layers below us pass it through.
+	out := req.WithContext(markRetrying(ctx))
+	getBody := req.GetBody
+	if getBody == nil && req.Body != nil && req.Body != http.NoBody {
+		// Without GetBody the body can be sent only once: keep one copy.
+		buf, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("llmretry: reading request body: %w", err)
+		}
+		getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+		out.Body, _ = getBody()
+		out.GetBody = getBody
+	}
+	resp, err := normalize(base.RoundTrip(out))
+	if err == nil && resp.StatusCode < 400 {
+		if p := t.policyFor(cp); p.OnAttempt != nil {
+			p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp})
+		}
+		return resp, nil
+	}
+	c := &call{
+		base:    base,
+		p:       t.policyFor(cp),
+		req:     req,
+		out:     out,
+		getBody: getBody,
+	}
+	return c.run(resp, err)
+}
+
+// normalize enforces the RoundTripper contract on a base's result: a
+// response or an error, never both or neither, and a non-nil body.
+func normalize(resp *http.Response, err error) (*http.Response, error) {
+	switch {
+	case err != nil:
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		return nil, err
+	case resp == nil:
+		return nil, errors.New("llmretry: base RoundTripper returned neither a response nor an error")
+	case resp.Body == nil:
+		resp.Body = http.NoBody
+	}
+	return resp, nil
+}
+
+// closeBody closes req's body, if any, as a RoundTripper must.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
