@@ -190,7 +190,7 @@ func TestWaitsWithDeadlineRepeatLastWaitAndKeepReserve(t *testing.T) {
 		assert.Equal(t, []time.Duration{5 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second}, prov.gaps())
 		assert.Equal(t, 55*time.Second, time.Since(start))
 		deadline, _ := ctx.Deadline()
-		assert.GreaterOrEqual(t, deadline.Sub(time.Now()), time.Minute, "the reserve is left")
+		assert.GreaterOrEqual(t, time.Until(deadline), time.Minute, "the reserve is left")
 		assert.Equal(t, time.Duration(0), rec.attempts[len(rec.attempts)-1].RetryIn)
 	})
 }
@@ -258,7 +258,7 @@ func TestExponentialRespectsDeadlineAndReserve(t *testing.T) {
 		_, err := post(t, rt, ctx)
 		require.NoError(t, err)
 		deadline, _ := ctx.Deadline()
-		assert.GreaterOrEqual(t, deadline.Sub(time.Now()), 30*time.Second)
+		assert.GreaterOrEqual(t, time.Until(deadline), 30*time.Second)
 		assert.Greater(t, prov.attempts(), 5)
 	})
 }
