@@ -1,6 +1,7 @@
 package llmretry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -152,15 +153,50 @@ func (c *call) classify(ctx context.Context, now time.Time) (stop, time.Duration
 			return stopFinal, 0, false
 		}
 	} else {
-		if !retryableStatus(c.resp.StatusCode) {
+		status := c.resp.StatusCode
+		if status < 400 {
+			return stopFinal, 0, false // an answer
+		}
+		retry := retryableStatus(status)
+		var body []byte
+		if retry {
+			// Quota bodies and Gemini's RetryInfo only matter for a
+			// status we would retry; the header override needs no body.
+			body = peekBody(c.resp, signalPeek)
+		}
+		sig := readSignal(status, c.resp.Header, body)
+		if sig.final || !(retry || sig.retry) {
 			return stopFinal, 0, false
 		}
 		serverWait, hasServerWait = RetryAfter(c.resp.Header, now)
+		if !hasServerWait && sig.hasWait {
+			serverWait, hasServerWait = sig.wait, true
+		}
 	}
 	if !c.p.RetryStreams && c.isStream() {
 		return stopFinal, 0, false
 	}
 	return stopNone, serverWait, hasServerWait
+}
+
+// signalPeek is how much of a failed response's body is read to find what
+// the provider says about retrying.
+const signalPeek = 8 << 10
+
+// peekBody reads up to n bytes of resp's body and puts them back in front
+// of the rest, so that whoever reads the body later reads all of it.
+func peekBody(resp *http.Response, n int) []byte {
+	buf := make([]byte, n)
+	m, _ := io.ReadFull(resp.Body, buf)
+	buf = buf[:m]
+	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), resp.Body), Closer: resp.Body}
+	return buf
+}
+
+// peekedBody is a response body whose first bytes were read ahead.
+type peekedBody struct {
+	io.Reader
+	io.Closer
 }
 
 // isStream sniffs the request once per call.
