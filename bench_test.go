@@ -61,3 +61,42 @@ func BenchmarkSuccessPath(b *testing.B) {
 	b.Run("loopback/bare", func(b *testing.B) { benchmarkSuccess(b, loop, srv.URL) })
 	b.Run("loopback/llmretry", func(b *testing.B) { benchmarkSuccess(b, wrapped(loop), srv.URL) })
 }
+
+// getBodyCounter counts GetBody calls.
+type getBodyCounter struct{ calls int }
+
+func (g *getBodyCounter) getBody() (io.ReadCloser, error) {
+	g.calls++
+	return io.NopCloser(bytes.NewReader(benchBody)), nil
+}
+
+// The success path's cost is a test, not only a benchmark: at most 6
+// allocations more than the bare transport (the target; 2 today), and no
+// copy of a body that has GetBody (GetBody is never called).
+func TestSuccessPathCost(t *testing.T) {
+	rt, err := New(memBase{}, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g getBodyCounter
+	send := func(rt http.RoundTripper) func() {
+		return func() {
+			req, _ := http.NewRequest(http.MethodPost, "http://mem.test/v1", bytes.NewReader(benchBody))
+			req.GetBody = g.getBody
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	}
+	bare := testing.AllocsPerRun(200, send(memBase{}))
+	wrapped := testing.AllocsPerRun(200, send(rt))
+	if extra := wrapped - bare; extra > 6 {
+		t.Errorf("success path costs %.0f allocations more than the bare transport; the target is at most 6", extra)
+	}
+	if g.calls != 0 {
+		t.Errorf("GetBody called %d times on the success path; want 0 (no body copies)", g.calls)
+	}
+	t.Logf("allocs/op: bare %.0f, llmretry %.0f", bare, wrapped)
+}
