@@ -44,7 +44,7 @@ func (a Attempt) String() string {
 	}
 	switch {
 	case a.Err != nil:
-		s += ": " + a.Err.Error()
+		s += ": " + redactErr(a.Err, a.Request)
 	case a.Response != nil:
 		s += ": " + a.Response.Status
 	}

@@ -2,13 +2,18 @@ package llmretry_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/jarcoal/httpmock"
 
 	"github.com/llmretry/llmretry"
 )
@@ -103,4 +108,116 @@ func ExampleRetryAfter() {
 	fmt.Println(wait, ok)
 	// Output:
 	// 1.5s true
+}
+
+// Do retries a tool call that is not an HTTP request under the same policy:
+// here a read-only search whose backend times out twice. A failure no
+// retry will fix is marked Permanent and ends the call at once.
+func ExampleDo() {
+	p := llmretry.Policy{
+		Waits: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond},
+		OnAttempt: func(a llmretry.Attempt) {
+			fmt.Printf("call %d: %v, retry in %v\n", a.N, a.Err, a.RetryIn)
+		},
+	}
+	calls := 0
+	search := func(ctx context.Context) (string, error) {
+		calls++
+		if calls < 3 {
+			return "", errors.New("search backend timed out")
+		}
+		return "3 results", nil
+	}
+	res, err := llmretry.Do(context.Background(), p, search)
+	fmt.Println(res, err)
+
+	badQuery := func(ctx context.Context) (string, error) {
+		return "", llmretry.Permanent(errors.New("no such table: ordrs"))
+	}
+	_, err = llmretry.Do(context.Background(), p, badQuery)
+	fmt.Println(err)
+	// Output:
+	// call 1: search backend timed out, retry in 10ms
+	// call 2: search backend timed out, retry in 20ms
+	// call 3: <nil>, retry in 0s
+	// 3 results <nil>
+	// call 1: no such table: ordrs, retry in 0s
+	// llmretry: call: gave up after 1 attempt: no such table: ordrs
+}
+
+// A Person asks whoever runs the agent whether to keep trying once retries
+// run out. Here the host is a goroutine that says yes; the provider answers
+// on the attempt after.
+func ExamplePerson() {
+	srv := flakyProvider(2)
+	defer srv.Close()
+
+	person := llmretry.NewPerson()
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // the host: a terminal, a chat UI, a web page
+		for {
+			select {
+			case q := <-person.Questions():
+				fmt.Printf("asked after %d attempts (last: %s): yes\n", q.Exhausted.Attempts, q.Exhausted.Response.Status)
+				q.Answer(true)
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	rt, err := llmretry.New(nil, llmretry.Policy{
+		Waits:       []time.Duration{10 * time.Millisecond},
+		OnExhausted: person,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: rt}).Post(srv.URL+"/v1/messages", "application/json", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body))
+	// Output:
+	// asked after 2 attempts (last: 503 Service Unavailable): yes
+	// 200 {"answer":42}
+}
+
+// LogAttempts writes the record to a log/slog logger, one line per
+// attempt, without credentials: Gemini's key= in the query and the
+// x-goog-api-key header never reach the log.
+func ExampleLogAttempts() {
+	provider := httpmock.NewMockTransport()
+	provider.RegisterNoResponder(httpmock.NewStringResponder(503, "overloaded").
+		Then(httpmock.NewStringResponder(200, `{"candidates":[]}`)))
+
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "attempt_id" {
+				return slog.Attr{} // vary from run to run
+			}
+			return a
+		},
+	}))
+	rt, err := llmretry.New(provider, llmretry.Policy{
+		Waits:     []time.Duration{10 * time.Millisecond},
+		OnAttempt: llmretry.LogAttempts(logger),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost,
+		"https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent?key=MY_API_KEY", nil)
+	req.Header.Set("X-Goog-Api-Key", "MY_API_KEY")
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	// Output:
+	// level=WARN msg="llmretry attempt" method=POST url=https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent?… attempt=1 status=503 retry_in=10ms
+	// level=INFO msg="llmretry attempt" method=POST url=https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent?… attempt=2 status=200
 }

@@ -36,7 +36,7 @@ func (e *Exhausted) Error() string {
 	last := "no result"
 	switch {
 	case e.Err != nil:
-		last = e.Err.Error()
+		last = redactErr(e.Err, e.Request)
 	case e.Response != nil:
 		last = e.Response.Status
 	}

@@ -83,6 +83,10 @@ func (c *call) template() *http.Request {
 	if r.Body != nil {
 		r.Body = http.NoBody
 	}
+	// go-retryablehttp's http.Client refuses a server request passed on
+	// with its RequestURI (as httputil.ReverseProxy does) before sending
+	// anything; the base never needs it.
+	r.RequestURI = ""
 	return &r
 }
 
@@ -146,37 +150,43 @@ func (c *call) classify(ctx context.Context, now time.Time) (stop, time.Duration
 	if ctx.Err() != nil {
 		return stopFinal, 0, false
 	}
-	var serverWait time.Duration
-	var hasServerWait bool
 	if c.err != nil {
-		if !retryableErr(c.err) {
+		if !retryableErr(c.err) || c.streamHeld() {
 			return stopFinal, 0, false
 		}
-	} else {
-		status := c.resp.StatusCode
-		if status < 400 {
-			return stopFinal, 0, false // an answer
-		}
-		retry := retryableStatus(status)
-		var body []byte
-		if retry {
-			// Quota bodies and Gemini's RetryInfo only matter for a
-			// status we would retry; the header override needs no body.
-			body = peekBody(c.resp, signalPeek)
-		}
-		sig := readSignal(status, c.resp.Header, body)
-		if sig.final || !(retry || sig.retry) {
-			return stopFinal, 0, false
-		}
-		serverWait, hasServerWait = RetryAfter(c.resp.Header, now)
-		if !hasServerWait && sig.hasWait {
-			serverWait, hasServerWait = sig.wait, true
-		}
+		return stopNone, 0, false
 	}
-	if !c.p.RetryStreams && c.isStream() {
+	status := c.resp.StatusCode
+	if status < 400 {
+		return stopFinal, 0, false // an answer
+	}
+	retry := retryableStatus(status)
+	if (retry || readSignal(status, c.resp.Header, nil).retry) && c.streamHeld() {
+		// Decided before the body is peeked: an error reply to a stream
+		// may itself be a stream that the server keeps open.
 		return stopFinal, 0, false
 	}
+	var body []byte
+	if retry {
+		// Quota bodies and Gemini's RetryInfo only matter for a status we
+		// would retry; the header override needs no body.
+		body = peekBody(c.resp, signalPeek)
+	}
+	sig := readSignal(status, c.resp.Header, body)
+	if sig.final || !(retry || sig.retry) {
+		return stopFinal, 0, false
+	}
+	serverWait, hasServerWait := RetryAfter(c.resp.Header, now)
+	if !hasServerWait && sig.hasWait {
+		serverWait, hasServerWait = sig.wait, true
+	}
 	return stopNone, serverWait, hasServerWait
+}
+
+// streamHeld reports whether the request is a stream that the policy does
+// not retry.
+func (c *call) streamHeld() bool {
+	return !c.p.RetryStreams && c.isStream()
 }
 
 // signalPeek is how much of a failed response's body is read to find what

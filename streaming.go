@@ -32,6 +32,9 @@ const sniffReadLimit = 1 << 20
 // calls it only after a failed attempt, so successful requests never pay
 // for it.
 func IsStream(req *http.Request) bool {
+	if req == nil {
+		return false
+	}
 	return isStream(req, req.GetBody)
 }
 

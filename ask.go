@@ -1,0 +1,140 @@
+package llmretry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Question is what a Person is asked once a call's retries run out: try
+// again or not. A host (a terminal, a chat UI, a web page) receives it from
+// Person.Questions, shows it (String says what failed and how often,
+// without credentials) and calls Answer.
+//
+// The zero Question asks nothing: its Answer does nothing and its Done
+// channel is nil. Answer, Done and String are safe for concurrent use.
+// Exhausted belongs to the call that asks: the host may read it until it
+// answers or Done closes (String stays usable after that), and must never
+// modify it nor read or close Exhausted.Response.Body, which belongs to
+// the caller of RoundTrip.
+type Question struct {
+	// Exhausted is the call that gave up: its request (nil for Do), the
+	// number of attempts so far and the last response or error.
+	Exhausted *Exhausted
+
+	answer chan bool       // buffered, one slot; nil for the zero Question
+	done   <-chan struct{} // the asking call's context's Done
+	once   sync.Once       // only the first Answer counts
+	text   string          // String's text, made when the question is asked
+}
+
+// Answer answers the question: retry true runs another round of the
+// policy's schedule, false gives up and returns the last result. Only the
+// first call counts; Answer never blocks, and answering a question whose
+// call has already ended (see Done) does nothing.
+func (q *Question) Answer(retry bool) {
+	if q == nil || q.answer == nil {
+		return
+	}
+	q.once.Do(func() { q.answer <- retry })
+}
+
+// Done returns a channel that is closed when the question is withdrawn:
+// the asking call's context ended, so the call no longer waits for an
+// answer and the host can stop showing it. It returns nil (a channel that
+// never closes) for a call whose context cannot end.
+func (q *Question) Done() <-chan struct{} {
+	if q == nil {
+		return nil
+	}
+	return q.done
+}
+
+// String says what failed and how often, on one line, for a person: for
+// example "POST https://api.openai.com/v1/chat/completions failed 3 times;
+// last: 503 Service Unavailable". It never shows the URL's query, its user
+// information or any header, and it blanks credential-like query values
+// (key=, token=, …) that an error text may carry.
+func (q *Question) String() string {
+	if q == nil {
+		return "<nil question>"
+	}
+	if q.text == "" && q.Exhausted != nil {
+		return describe(q.Exhausted)
+	}
+	return q.text
+}
+
+// describe renders e for a person, without credentials.
+func describe(e *Exhausted) string {
+	what := "a call"
+	if e.Request != nil {
+		what = e.Request.Method + " " + redactURL(e.Request.URL)
+	}
+	s := fmt.Sprintf("%s failed %d %s", what, e.Attempts, plural(e.Attempts, "time"))
+	switch {
+	case e.Err != nil:
+		s += "; last: " + redactErr(e.Err, e.Request)
+	case e.Response != nil:
+		s += "; last: " + e.Response.Status
+	}
+	return s
+}
+
+// Person is an Asker that puts each question to a person through a host:
+// Ask sends a *Question on the channel Questions returns and waits for its
+// Answer. A question nobody receives or answers ends with the asking
+// call's context, as a no; so give the calls a deadline, or make sure the
+// host always listens.
+//
+// The zero Person is ready to use, as is the one NewPerson returns; a nil
+// *Person answers no at once. A Person is safe for concurrent use by any
+// number of calls and host goroutines, and must not be copied after first
+// use. It starts no goroutine: Ask blocks the call that asks, and returns
+// no later than that call's context ends.
+type Person struct {
+	once      sync.Once
+	questions chan *Question
+}
+
+// NewPerson returns a Person ready to ask; the zero Person works as well.
+func NewPerson() *Person { return &Person{} }
+
+// Questions returns the channel on which the host receives questions, one
+// per call whose retries ran out (and per round, if the person keeps
+// saying yes). The channel is never closed; it is the same channel on
+// every call. A nil *Person returns nil.
+func (p *Person) Questions() <-chan *Question {
+	if p == nil {
+		return nil
+	}
+	return p.ch()
+}
+
+// Ask puts e to the person and returns the answer: true for another round.
+// It returns false if ctx ends before a host receives the question or
+// before the question is answered. It is the Asker method, called by the
+// Transport and Do; hosts need not call it.
+func (p *Person) Ask(ctx context.Context, e *Exhausted) bool {
+	if p == nil || e == nil {
+		return false
+	}
+	q := &Question{Exhausted: e, answer: make(chan bool, 1), done: ctx.Done(), text: describe(e)}
+	select {
+	case p.ch() <- q:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case retry := <-q.answer:
+		return retry && ctx.Err() == nil
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// ch returns the question channel, made on first use.
+func (p *Person) ch() chan *Question {
+	p.once.Do(func() { p.questions = make(chan *Question) })
+	return p.questions
+}

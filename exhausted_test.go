@@ -1,0 +1,233 @@
+package llmretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// asked records what an Asker was asked and answers from a script (the
+// last answer repeats).
+type asked struct {
+	mu      sync.Mutex
+	answers []bool
+	got     []Exhausted // copies of what was asked
+	at      []time.Time
+}
+
+func (a *asked) Ask(_ context.Context, e *Exhausted) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.got = append(a.got, *e)
+	a.at = append(a.at, time.Now())
+	return a.answers[min(len(a.got)-1, len(a.answers)-1)]
+}
+
+func (a *asked) questions() []Exhausted {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]Exhausted(nil), a.got...)
+}
+
+// Without OnExhausted, the last result is returned when retries run out:
+// the provider's response with a nil error, or an *Exhausted error that
+// wraps the last transport error.
+func TestExhaustedWithoutAskerReturnsTheLastResult(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(503), fail(502))
+		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 502, resp.StatusCode)
+		assert.Equal(t, "error 502", bodyOf(t, resp))
+		assert.Equal(t, 2, prov.attempts())
+
+		prov = newProvider(fail(503), refused)
+		resp, err = post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+		assert.Nil(t, resp)
+		var ex *Exhausted
+		require.ErrorAs(t, err, &ex)
+		assert.Equal(t, 2, ex.Attempts)
+		assert.Nil(t, ex.Response)
+		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+		var op *netOpError
+		assert.ErrorAs(t, err, &op, "errors.As reaches the cause")
+		assert.Equal(t, testURL, ex.Request.URL.String(), "the caller's request")
+	})
+}
+
+// The Asker is asked once per round with the attempts so far and the last
+// result; yes runs another full round of the schedule (its retries, each
+// after its wait, starting again from Waits[0]) with attempt numbers that
+// keep counting; no returns the last response with its body readable.
+func TestAskerRunsAnotherRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(503))
+		var rec recorder
+		ask := &asked{answers: []bool{true, false}}
+		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, 2 * time.Second}, OnAttempt: rec.on, OnExhausted: ask})
+		start := time.Now()
+		resp, err := post(t, rt, context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Equal(t, "error 503", bodyOf(t, resp), "the last response's body survives a no")
+		// Round 1: attempts at 0, 1, 3 s | yes | round 2: 4, 6 s | no.
+		assert.Equal(t, 5, prov.attempts())
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, time.Second, 2 * time.Second}, prov.gaps())
+		assert.Equal(t, 6*time.Second, time.Since(start))
+
+		q := ask.questions()
+		require.Len(t, q, 2, "asked once per round")
+		assert.Equal(t, 3, q[0].Attempts)
+		assert.Equal(t, 5, q[1].Attempts)
+		for _, e := range q {
+			require.NotNil(t, e.Response)
+			assert.Equal(t, 503, e.Response.StatusCode)
+			assert.NoError(t, e.Err)
+			assert.Equal(t, testURL, e.Request.URL.String())
+		}
+		assert.Equal(t, []time.Time{start.Add(3 * time.Second), start.Add(6 * time.Second)}, ask.at, "asked as soon as a round is spent")
+
+		require.Len(t, rec.attempts, 5)
+		for i, a := range rec.attempts {
+			assert.Equal(t, i+1, a.N, "numbers continue across rounds")
+		}
+		// The last attempt of a round says 0: the wait after a yes was not
+		// known when it was recorded.
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 0, 2 * time.Second, 0}, rec.retryIns())
+	})
+}
+
+// The Asker sees the last error when the last attempt got no response; a
+// no then returns an *Exhausted error that counts every attempt.
+func TestAskerSeesTheLastError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(refused)
+		ask := &asked{answers: []bool{true, false}}
+		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnExhausted: ask}), context.Background())
+		assert.Nil(t, resp)
+		var ex *Exhausted
+		require.ErrorAs(t, err, &ex)
+		assert.Equal(t, 3, ex.Attempts)
+		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+		q := ask.questions()
+		require.Len(t, q, 2)
+		assert.Equal(t, []int{2, 3}, []int{q[0].Attempts, q[1].Attempts})
+		assert.Nil(t, q[1].Response)
+		assert.ErrorIs(t, q[1].Err, syscall.ECONNREFUSED)
+	})
+}
+
+// Rounds after a yes still obey the deadline/reserve rule: the Asker is
+// not asked when a round stops for the deadline rather than for running out.
+func TestAskerRoundsKeepTheReserve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(503))
+		ask := &asked{answers: []bool{true}}
+		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{10 * time.Second}, MaxRetries: 2, Reserve: time.Minute, OnExhausted: ask})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		start := time.Now()
+		resp, err := post(t, rt, ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		// Attempts at 0, 10, 20 s | yes | 30, 40 | yes | 50, 60 | yes | a
+		// wait after 60 s would leave 50 s < 60 s reserve: the round stops
+		// for the deadline, and nobody is asked about that.
+		assert.Equal(t, 7, prov.attempts())
+		assert.Equal(t, 60*time.Second, time.Since(start))
+		assert.Len(t, ask.questions(), 3)
+		deadline, _ := ctx.Deadline()
+		assert.GreaterOrEqual(t, time.Until(deadline), time.Minute)
+	})
+}
+
+// A context that ends while the Asker blocks counts as no: RoundTrip
+// returns as soon as it ends, with the last result, and the response's
+// body is still the caller's to read. An Asker that says yes after the
+// context ended is overruled.
+func TestContextEndingWhileAsking(t *testing.T) {
+	for _, answer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("asker says %v", answer), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(fail(503))
+				var asks int
+				blocking := AskFunc(func(ctx context.Context, _ *Exhausted) bool {
+					asks++
+					<-ctx.Done()
+					return answer
+				})
+				ctx, cancel := context.WithCancel(context.Background())
+				go func() {
+					time.Sleep(time.Hour)
+					cancel()
+				}()
+				start := time.Now()
+				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnExhausted: blocking}), ctx)
+				require.NoError(t, err)
+				assert.Equal(t, time.Hour, time.Since(start), "returns when the context ends")
+				assert.Equal(t, 1, asks)
+				assert.Equal(t, 2, prov.attempts(), "no attempt after the context ended")
+				assert.Equal(t, 503, resp.StatusCode)
+				assert.Equal(t, "error 503", bodyOf(t, resp))
+			})
+		})
+	}
+}
+
+// A deadline that passes while asking counts as no as well.
+func TestDeadlineWhileAsking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(refused)
+		blocking := AskFunc(func(ctx context.Context, _ *Exhausted) bool {
+			<-ctx.Done()
+			return true
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		start := time.Now()
+		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 1, Reserve: time.Second, OnExhausted: blocking}), ctx)
+		assert.Nil(t, resp)
+		assert.Equal(t, 5*time.Minute, time.Since(start))
+		var ex *Exhausted
+		require.ErrorAs(t, err, &ex)
+		assert.Equal(t, 2, ex.Attempts)
+		assert.ErrorIs(t, err, syscall.ECONNREFUSED, "the last attempt's error, not the context's")
+		assert.Equal(t, 2, prov.attempts())
+	})
+}
+
+func TestExhaustedError(t *testing.T) {
+	u, err := url.Parse("https://user:pw@generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=SECRET")
+	require.NoError(t, err)
+	req := &http.Request{Method: http.MethodPost, URL: u}
+	cause := errors.New("connection refused")
+	cases := []struct {
+		e    *Exhausted
+		want string
+	}{
+		{&Exhausted{Request: req, Attempts: 3, Err: cause}, "llmretry: POST https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…: gave up after 3 attempts: connection refused"},
+		{&Exhausted{Request: req, Attempts: 1, Response: &http.Response{Status: "503 Service Unavailable"}}, "llmretry: POST https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…: gave up after 1 attempt: 503 Service Unavailable"},
+		{&Exhausted{Attempts: 2, Err: cause}, "llmretry: call: gave up after 2 attempts: connection refused"},
+		{&Exhausted{}, "llmretry: call: gave up after 0 attempts: no result"},
+		// A nested http.Client's error quotes the whole URL.
+		{&Exhausted{Request: req, Attempts: 2, Err: &url.Error{Op: "Post", URL: u.Redacted(), Err: cause}}, `llmretry: POST https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…: gave up after 2 attempts: Post "https://user:xxxxx@generativelanguage.googleapis.com/v1beta/models/m:generateContent?…": connection refused`},
+		{&Exhausted{Attempts: 1, Err: errors.New("tool: GET /v1/search?api_key=SECRET: 502")}, "llmretry: call: gave up after 1 attempt: tool: GET /v1/search?api_key=… 502"},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, c.e.Error())
+		assert.NotContains(t, c.e.Error(), "SECRET")
+		assert.NotContains(t, c.e.Error(), "pw")
+	}
+	assert.ErrorIs(t, cases[0].e, cause)
+	assert.NoError(t, cases[1].e.Unwrap())
+}

@@ -1,0 +1,139 @@
+package llmretry
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// LogAttempts returns a Policy.OnAttempt that writes the record to l as a
+// log: one line per attempt, with the message "llmretry attempt" and the
+// fields
+//
+//	method, url   the request (absent for Do)
+//	attempt_id    the attempt's own ID
+//	attempt       its number: 1 for the first try, counting across rounds
+//	status        the response's status code, or
+//	error         the attempt's error
+//	retry_in      the wait before the next attempt, when one follows
+//	              after a wait above zero
+//
+// A successful attempt is logged at slog.LevelInfo, a failed one (an error
+// or a status of 400 or above) at slog.LevelWarn; nothing is built when the
+// level is disabled. The request's context is passed to the handler.
+//
+// No credential is written: the url has no query or user information
+// (Gemini's key= travels in the query), no header is logged
+// (Authorization, x-api-key, api-key, x-goog-api-key, cookies), and the
+// error text has the request's query and credential-like query values
+// (key=, api_key=, token=, sig=, …) blanked.
+//
+// A nil l means slog.Default(), looked up at each attempt. The returned
+// function is safe for concurrent use if l's handler is (slog's are); it
+// keeps l and nothing else.
+func LogAttempts(l *slog.Logger) func(Attempt) {
+	return func(a Attempt) {
+		logger := l
+		if logger == nil {
+			logger = slog.Default()
+		}
+		ctx := context.Background()
+		if a.Request != nil {
+			ctx = a.Request.Context()
+		}
+		level := slog.LevelInfo
+		if a.Err != nil || (a.Response != nil && a.Response.StatusCode >= 400) {
+			level = slog.LevelWarn
+		}
+		if !logger.Enabled(ctx, level) {
+			return
+		}
+		attrs := make([]slog.Attr, 0, 7)
+		if a.Request != nil {
+			attrs = append(attrs, slog.String("method", a.Request.Method), slog.String("url", redactURL(a.Request.URL)))
+		}
+		attrs = append(attrs, slog.String("attempt_id", a.ID), slog.Int("attempt", a.N))
+		switch {
+		case a.Err != nil:
+			attrs = append(attrs, slog.String("error", redactErr(a.Err, a.Request)))
+		case a.Response != nil:
+			attrs = append(attrs, slog.Int("status", a.Response.StatusCode))
+		}
+		if a.RetryIn > 0 {
+			attrs = append(attrs, slog.Duration("retry_in", a.RetryIn))
+		}
+		logger.LogAttrs(ctx, level, "llmretry attempt", attrs...)
+	}
+}
+
+// redactErr renders err without the credentials its text may carry: an
+// error from a nested http.Client quotes the whole URL, query included.
+// The request's query (if req is known) is replaced as a whole, and any
+// credential-like name=value has its value blanked.
+func redactErr(err error, req *http.Request) string {
+	s := err.Error()
+	if req != nil && req.URL != nil && req.URL.RawQuery != "" {
+		s = strings.ReplaceAll(s, req.URL.RawQuery, "…")
+	}
+	return redactParams(s)
+}
+
+// redactParams blanks the value of every name=value in s whose name is
+// one that carries credentials in URLs.
+func redactParams(s string) string {
+	var b strings.Builder
+	copied := 0
+	for j := 0; j < len(s); j++ {
+		if s[j] != '=' {
+			continue
+		}
+		k := j
+		for k > 0 && isParamNameByte(s[k-1]) {
+			k--
+		}
+		if !isCredentialParam(s[k:j]) {
+			continue
+		}
+		end := j + 1
+		for end < len(s) && !isParamValueEnd(s[end]) {
+			end++
+		}
+		if end == j+1 {
+			continue
+		}
+		b.WriteString(s[copied : j+1])
+		b.WriteString("…")
+		copied = end
+		j = end - 1
+	}
+	if copied == 0 {
+		return s
+	}
+	b.WriteString(s[copied:])
+	return b.String()
+}
+
+// isCredentialParam reports whether a query parameter named name carries
+// a credential.
+func isCredentialParam(name string) bool {
+	switch strings.ToLower(name) {
+	case "key", "api_key", "apikey", "api-key", "access_token", "token", "sig", "signature", "password", "secret", "client_secret":
+		return true
+	}
+	return false
+}
+
+// isParamNameByte reports whether c may be part of a query parameter name.
+func isParamNameByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// isParamValueEnd reports whether c ends a query value inside a text.
+func isParamValueEnd(c byte) bool {
+	switch c {
+	case '&', ';', ' ', '\t', '\n', '\r', '"', '\'', '`', '#', ')', ']', '}', ',', '<', '>':
+		return true
+	}
+	return false
+}

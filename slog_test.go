@@ -1,0 +1,146 @@
+package llmretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// textLogger logs every level to buf as text.
+func textLogger(buf *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// The record as a log: one line per attempt with the expected fields, and
+// never a credential, wherever the canary was put.
+func TestLogAttemptsNeverLogsCredentials(t *testing.T) {
+	const canary = "CANARY-7f3a9c"
+	synctest.Test(t, func(t *testing.T) {
+		// The provider fails three ways, the last an error from a nested
+		// client that quotes the whole URL, query and all.
+		prov := newProvider(
+			fail(503, "Set-Cookie", "session="+canary),
+			step{err: errors.New(`Post "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?alt=sse&key=` + canary + `": connection reset; retry with api_key=` + canary + ` token=` + canary)},
+			ok)
+		var buf syncBuffer
+		// alt=sse makes it a stream: RetryStreams lets it be retried.
+		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, 2 * time.Second}, RetryStreams: true, OnAttempt: LogAttempts(textLogger(&buf))})
+		req, err := http.NewRequest(http.MethodPost, "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?alt=sse&key="+canary, strings.NewReader(`{}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+canary)
+		req.Header.Set("X-Api-Key", canary)
+		req.Header.Set("Api-Key", canary)
+		req.Header.Set("X-Goog-Api-Key", canary)
+		req.Header.Set("Cookie", "session="+canary)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		bodyOf(t, resp)
+
+		out := buf.String()
+		assert.NotContains(t, out, canary)
+		assert.NotContains(t, strings.ToLower(out), "authorization")
+		assert.NotContains(t, strings.ToLower(out), "cookie")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Len(t, lines, 3, "one line per attempt")
+		url := "url=https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…"
+		for i, want := range [][]string{
+			{"level=WARN", `msg="llmretry attempt"`, "method=POST", url, "attempt=1", "status=503", "retry_in=1s"},
+			{"level=WARN", "attempt=2", `error="Post \"https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…\": connection reset; retry with api_key=… token=…"`, "retry_in=2s"},
+			{"level=INFO", "method=POST", url, "attempt=3", "status=200"},
+		} {
+			for _, field := range want {
+				assert.Contains(t, lines[i], field, "line %d", i+1)
+			}
+			assert.Regexp(t, `attempt_id=[0-9a-f]{16}\b`, lines[i])
+		}
+		assert.NotContains(t, lines[2], "retry_in", "no retry follows the last attempt")
+	})
+}
+
+// Do's attempts have no request: no method or url, the error still
+// scrubbed; a disabled level builds nothing; a nil logger is slog.Default.
+func TestLogAttemptsForDoAndLevels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		calls := 0
+		_, err := Do(context.Background(), Policy{Waits: []time.Duration{time.Second}, OnAttempt: LogAttempts(textLogger(&buf))}, func(context.Context) (int, error) {
+			calls++
+			if calls == 1 {
+				return 0, errors.New("fetch https://x.test/data?sig=SIG123&token=TOK456: 502")
+			}
+			return 1, nil
+		})
+		require.NoError(t, err)
+		out := buf.String()
+		assert.NotContains(t, out, "SIG123")
+		assert.NotContains(t, out, "TOK456")
+		// A value runs to a delimiter; the ":" after it goes too.
+		assert.Contains(t, out, `error="fetch https://x.test/data?sig=…&token=… 502" retry_in=1s`)
+		assert.Contains(t, out, "attempt=2")
+		assert.NotContains(t, out, "method=")
+		assert.NotContains(t, out, "url=")
+
+		var quiet syncBuffer
+		warnOnly := slog.New(slog.NewTextHandler(&quiet, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		log := LogAttempts(warnOnly)
+		log(Attempt{ID: "0000000000000001", N: 1, Response: &http.Response{StatusCode: 200}})
+		assert.Empty(t, quiet.String(), "a success is Info")
+		log(Attempt{ID: "0000000000000002", N: 1, Response: &http.Response{StatusCode: 429}, RetryIn: time.Second})
+		assert.Contains(t, quiet.String(), "status=429")
+	})
+}
+
+func TestLogAttemptsNilLoggerIsDefault(t *testing.T) {
+	var buf syncBuffer
+	old := slog.Default()
+	slog.SetDefault(textLogger(&buf))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	LogAttempts(nil)(Attempt{ID: "00000000000000ff", N: 4, Err: errors.New("refused")})
+	assert.Contains(t, buf.String(), `attempt_id=00000000000000ff attempt=4 error=refused`)
+}
+
+func TestRedactParams(t *testing.T) {
+	cases := map[string]string{
+		"no params":                             "no params",
+		"a=1&key=K&b=2":                         "a=1&key=…&b=2",
+		`"?API_KEY=K"`:                          `"?API_KEY=…"`,
+		"access_token=T; sig=S, apikey=A)":      "access_token=…; sig=…, apikey=…)",
+		"monkey=banana":                         "monkey=banana",
+		"key=":                                  "key=",
+		"x?key=K#frag":                          "x?key=…#frag",
+		"token=abc token=def":                   "token=… token=…",
+		"keys=1 api-key=secret client_secret=s": "keys=1 api-key=… client_secret=…",
+	}
+	for in, want := range cases {
+		assert.Equal(t, want, redactParams(in), in)
+	}
+}

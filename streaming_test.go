@@ -1,0 +1,380 @@
+package llmretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// bigMessages returns a chat "messages" JSON array of at least size bytes,
+// the bulk of a long agent conversation.
+func bigMessages(size int) string {
+	var b strings.Builder
+	b.Grow(size + 2048)
+	b.WriteString("[")
+	content := strings.Repeat("lorem ipsum ", 85) // about 1 KiB
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"role":"user","content":%q}`, content)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// readOnlyReader hides every method of its reader but Read (no
+// io.WriterTo), like a body streamed from a file or a pipe.
+type readOnlyReader struct{ r io.Reader }
+
+func (r readOnlyReader) Read(p []byte) (int, error) { return r.r.Read(p) }
+
+// readRecorder is a body that records its reads and closes.
+type readRecorder struct {
+	io.Reader
+	mu     sync.Mutex
+	reads  int
+	closed int
+}
+
+func (r *readRecorder) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	r.reads++
+	r.mu.Unlock()
+	return r.Reader.Read(p)
+}
+
+func (r *readRecorder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed++
+	return nil
+}
+
+func (r *readRecorder) counts() (reads, closes int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads, r.closed
+}
+
+// funcBase is a base RoundTripper made of a function.
+type funcBase func(*http.Request) (*http.Response, error)
+
+func (f funcBase) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// streamRequest builds a POST with body and the given GetBody behaviour.
+func streamRequest(t *testing.T, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json") // what the Stainless SDKs send, streaming or not
+	return req
+}
+
+func TestIsStreamDetection(t *testing.T) {
+	big := bigMessages(3 << 20) // several MiB of conversation
+	require.Greater(t, len(big), 3<<20)
+	bigNestedLast := big[:len(big)-1] + `,{"role":"user","content":"x","stream":true}]`
+	gemini := "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash"
+
+	cases := []struct {
+		name string
+		req  func(t *testing.T) *http.Request
+		want bool
+	}{
+		{"openai-go: stream as the last key after MiB of messages", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"messages":`+big+`,"model":"gpt-4o","stream":true}`)
+		}, true},
+		{"anthropic-sdk-go: stream as the last key after MiB of messages", func(t *testing.T) *http.Request {
+			return streamRequest(t, "https://api.anthropic.com/v1/messages", `{"max_tokens":1024,"messages":`+big+`,"model":"claude-sonnet-4-5","stream":true}`)
+		}, true},
+		{"stream last, spaced and with a trailing newline (encoding/json)", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"messages":`+big+`, "stream" : true }`+"\n")
+		}, true},
+		{"stream as the first key before MiB of messages", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"stream":true,"model":"gpt-4o","messages":`+big+`}`)
+		}, true},
+		{"small body, stream in the middle", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"model":"m","stream": true,"messages":[]}`)
+		}, true},
+		{"nested stream true inside a message does not count", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"model":"m","messages":[{"role":"user","content":"hi","stream":true}]}`)
+		}, false},
+		{"nested stream true in the last message of MiB does not count", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"model":"m","messages":`+bigNestedLast+`}`)
+		}, false},
+		{"nested stream true in a last-key object does not count", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"messages":`+big+`,"options":{"stream":true}}`)
+		}, false},
+		{"stream true inside a string does not count", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"messages":[{"role":"user","content":"send \"stream\": true please"}],"model":"m"}`)
+		}, false},
+		{"stream false as the last key", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"messages":`+big+`,"model":"gpt-4o","stream":false}`)
+		}, false},
+		{"stream false as the first key", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"stream":false,"messages":`+big+`}`)
+		}, false},
+		{"no stream key", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"messages":`+big+`,"model":"gpt-4o"}`)
+		}, false},
+		{"Accept: text/event-stream", func(t *testing.T) *http.Request {
+			req := streamRequest(t, testURL, `{"model":"m"}`)
+			req.Header.Set("Accept", "text/event-stream")
+			return req
+		}, true},
+		{"Accept lists text/event-stream, any case, no body", func(t *testing.T) *http.Request {
+			req, err := http.NewRequest(http.MethodGet, testURL, nil)
+			require.NoError(t, err)
+			req.Header.Add("Accept", "application/json")
+			req.Header.Add("Accept", "Text/Event-Stream; q=0.9")
+			return req
+		}, true},
+		{"Gemini ?alt=sse (key in the query too)", func(t *testing.T) *http.Request {
+			return streamRequest(t, gemini+":generateContent?key=K&alt=sse", `{"contents":[]}`)
+		}, true},
+		{"Gemini :streamGenerateContent", func(t *testing.T) *http.Request {
+			return streamRequest(t, gemini+":streamGenerateContent", `{"contents":[]}`)
+		}, true},
+		{"Gemini :generateContent?alt=json", func(t *testing.T) *http.Request {
+			return streamRequest(t, gemini+":generateContent?alt=json", `{"contents":[]}`)
+		}, false},
+		{"alt=sse only inside another parameter's value", func(t *testing.T) *http.Request {
+			return streamRequest(t, gemini+":generateContent?q=alt=sse", `{"contents":[]}`)
+		}, false},
+		{"a body without GetBody cannot be looked at", func(t *testing.T) *http.Request {
+			req := streamRequest(t, testURL, `{"stream":true}`)
+			req.GetBody = nil
+			return req
+		}, false},
+		{"GetBody failing", func(t *testing.T) *http.Request {
+			req := streamRequest(t, testURL, `{"stream":true}`)
+			req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+			return req
+		}, false},
+		{"GetBody reader without io.WriterTo, stream last in a small body", func(t *testing.T) *http.Request {
+			body := `{"messages":` + bigMessages(100<<10) + `,"stream":true}`
+			req := streamRequest(t, testURL, body)
+			req.GetBody = func() (io.ReadCloser, error) {
+				return io.NopCloser(readOnlyReader{strings.NewReader(body)}), nil
+			}
+			return req
+		}, true},
+		{"GetBody reader without io.WriterTo, stream first in MiB", func(t *testing.T) *http.Request {
+			body := `{"stream":true,"messages":` + big + `}`
+			req := streamRequest(t, testURL, body)
+			req.GetBody = func() (io.ReadCloser, error) {
+				return io.NopCloser(readOnlyReader{strings.NewReader(body)}), nil
+			}
+			return req
+		}, true},
+		{"GetBody reader without io.WriterTo, stream last past the 1 MiB read limit", func(t *testing.T) *http.Request {
+			body := `{"messages":` + big + `,"stream":true}`
+			req := streamRequest(t, testURL, body)
+			req.GetBody = func() (io.ReadCloser, error) {
+				return io.NopCloser(readOnlyReader{strings.NewReader(body)}), nil
+			}
+			return req
+		}, false},
+		{"no body, no header", func(t *testing.T) *http.Request {
+			req, err := http.NewRequest(http.MethodGet, testURL, nil)
+			require.NoError(t, err)
+			return req
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := c.req(t)
+			var want []byte
+			var rec *readRecorder
+			if req.Body != nil && req.Body != http.NoBody {
+				// Keep what the caller would send, and watch req.Body.
+				var err error
+				want, err = io.ReadAll(req.Body)
+				require.NoError(t, err)
+				rec = &readRecorder{Reader: bytes.NewReader(want)}
+				req.Body = rec
+			}
+			assert.Equal(t, c.want, IsStream(req))
+			assert.Equal(t, c.want, IsStream(req), "asking again gives the same answer")
+			if rec != nil {
+				reads, closes := rec.counts()
+				assert.Zero(t, reads, "req.Body is never read")
+				assert.Zero(t, closes, "req.Body is never closed")
+				got, err := io.ReadAll(req.Body)
+				require.NoError(t, err)
+				assert.True(t, bytes.Equal(want, got), "the caller still sends the whole body")
+			}
+		})
+	}
+	assert.False(t, IsStream(nil))
+}
+
+// The first reply to a stream request is handed back as it is: a 503 is not
+// retried unless RetryStreams is set, and its body reaches the caller.
+func TestStreamNotRetriedByDefault(t *testing.T) {
+	body := `{"messages":` + bigMessages(1<<20) + `,"model":"gpt-4o","stream":true}`
+	for _, getBody := range []bool{true, false} {
+		t.Run(fmt.Sprintf("GetBody %v", getBody), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(fail(503), ok)
+				var rec recorder
+				req := streamRequest(t, testURL, body)
+				if !getBody {
+					// The Transport sniffs its own copy of the body.
+					req.Body = io.NopCloser(readOnlyReader{strings.NewReader(body)})
+					req.GetBody = nil
+				}
+				start := time.Now()
+				resp, err := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnAttempt: rec.on}).RoundTrip(req)
+				require.NoError(t, err)
+				assert.Equal(t, 1, prov.attempts())
+				assert.Equal(t, 503, resp.StatusCode)
+				assert.Equal(t, "error 503", bodyOf(t, resp), "the provider's body, intact")
+				assert.Zero(t, time.Since(start), "no wait")
+				require.Len(t, rec.attempts, 1)
+				assert.Zero(t, rec.attempts[0].RetryIn)
+			})
+		})
+	}
+}
+
+func TestStreamRetriedWithRetryStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := `{"messages":` + bigMessages(64<<10) + `,"model":"gpt-4o","stream":true}`
+		prov := newProvider(fail(503), ok)
+		req := streamRequest(t, testURL, body)
+		resp, err := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, RetryStreams: true}).RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, `{"answer":42}`, bodyOf(t, resp))
+		assert.Equal(t, []time.Duration{time.Second}, prov.gaps())
+		assert.Equal(t, []string{body, body}, prov.bodies, "the retry carried the whole body")
+	})
+}
+
+// A 2xx event stream is handed back untouched: the very body the base
+// returned, not read or closed by the Transport, with or without a retry
+// before it.
+func TestStreamResponseHandedBackUntouched(t *testing.T) {
+	for _, failFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("after a failure %v", failFirst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sse := &readRecorder{Reader: strings.NewReader("data: {\"delta\":\"hi\"}\n\n")}
+				var calls int
+				base := funcBase(func(r *http.Request) (*http.Response, error) {
+					calls++
+					if failFirst && calls == 1 {
+						return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("busy")), Request: r}, nil
+					}
+					h := http.Header{}
+					h.Set("Content-Type", "text/event-stream")
+					return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Body: sse, Request: r}, nil
+				})
+				req := streamRequest(t, testURL, `{"model":"m","stream":true}`)
+				req.Header.Set("Accept", "text/event-stream")
+				resp, err := mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, RetryStreams: true}).RoundTrip(req)
+				require.NoError(t, err)
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.True(t, resp.Body == io.ReadCloser(sse), "the base's own body object")
+				reads, closes := sse.counts()
+				assert.Zero(t, reads, "not a byte of the stream read by the Transport")
+				assert.Zero(t, closes)
+				assert.Empty(t, resp.Header.Values("X-Should-Retry"))
+				assert.Equal(t, "data: {\"delta\":\"hi\"}\n\n", bodyOf(t, resp))
+				want := 1
+				if failFirst {
+					want = 2
+				}
+				assert.Equal(t, want, calls)
+			})
+		})
+	}
+}
+
+// An error reply labelled text/event-stream (to a request that is not a
+// stream) is decided by its status like any other: a 503 is retried, a 400
+// is returned at once with its body.
+func TestErrorReplyLabelledEventStreamIsDecidedByStatus(t *testing.T) {
+	for _, c := range []struct {
+		status   int
+		attempts int
+	}{{503, 2}, {400, 1}} {
+		t.Run(fmt.Sprint(c.status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(fail(c.status, "Content-Type", "text/event-stream"), fail(c.status, "Content-Type", "text/event-stream"))
+				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+				require.NoError(t, err)
+				assert.Equal(t, c.attempts, prov.attempts())
+				assert.Equal(t, c.status, resp.StatusCode)
+				assert.Equal(t, fmt.Sprintf("error %d", c.status), bodyOf(t, resp))
+			})
+		})
+	}
+}
+
+// countGetBody wraps req.GetBody and counts its calls.
+func countGetBody(req *http.Request) func() int {
+	var mu sync.Mutex
+	n := 0
+	inner := req.GetBody
+	req.GetBody = func() (io.ReadCloser, error) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		return inner()
+	}
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+// Stream detection costs nothing on the success path: a request that
+// succeeds first time never has its body fetched again. After a failure it
+// is sniffed once per call, and not at all with RetryStreams.
+func TestStreamDetectionCostsNothingOnSuccess(t *testing.T) {
+	big := bigMessages(1 << 20)
+	cases := []struct {
+		name    string
+		script  []step
+		policy  Policy
+		getBody int
+	}{
+		{"stream, first try succeeds", []step{ok}, Policy{}, 0},
+		{"stream, first try fails", []step{fail(503), ok}, Policy{}, 1},                                            // one sniff, no retry
+		{"stream with RetryStreams, two retries", []step{fail(503), fail(503), ok}, Policy{RetryStreams: true}, 2}, // no sniff, two bodies
+		{"not a stream, three retries", []step{fail(503), fail(503), fail(503), ok}, Policy{}, 4},                  // one sniff, three bodies
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(c.script...)
+				stream := `,"stream":true}`
+				if strings.HasPrefix(c.name, "not") {
+					stream = `}`
+				}
+				req := streamRequest(t, testURL, `{"messages":`+big+stream)
+				count := countGetBody(req)
+				c.policy.Waits = []time.Duration{time.Second, time.Second, time.Second}
+				resp, err := mustNew(t, prov.mock, c.policy).RoundTrip(req)
+				require.NoError(t, err)
+				bodyOf(t, resp)
+				assert.Equal(t, c.getBody, count())
+			})
+		})
+	}
+}
