@@ -94,9 +94,10 @@ func (c *call) template() *http.Request {
 func (c *call) result(resp *http.Response, err error) (*http.Response, error) {
 	if err == nil && resp != nil {
 		switch c.why {
-		case stopSpent, stopDeadline, stopServerWait:
-			// We gave up on a retryable response: tell SDKs above us
-			// (openai-go, anthropic-sdk-go) not to send it again.
+		case stopSpent, stopDeadline, stopServerWait, stopProvider:
+			// We gave up on a response, or the provider said waiting
+			// will not help: tell SDKs above us (openai-go,
+			// anthropic-sdk-go) not to send it again.
 			resp.Header = resp.Header.Clone()
 			if resp.Header == nil {
 				resp.Header = make(http.Header)
@@ -127,10 +128,13 @@ func (c *call) checkRetry(ctx context.Context, _ *http.Response, doErr error) (b
 		}
 		c.resp, c.err = nil, doErr
 	}
-	now := time.Now()
-	why, serverWait, hasServerWait := c.classify(ctx, now)
+	why, serverWait, hasServerWait := c.classify(ctx, time.Now())
 	var wait time.Duration
 	if why == stopNone {
+		// The clock is read again: classify may have spent a while on
+		// the body (the signal peek of a slow or stalled reply), and the
+		// deadline/reserve rule counts from now.
+		now := time.Now()
 		deadline, hasDeadline := ctx.Deadline()
 		wait, why = c.p.nextWait(c.retries+1, serverWait, hasServerWait, now, deadline, hasDeadline)
 	}
@@ -167,13 +171,17 @@ func (c *call) classify(ctx context.Context, now time.Time) (stop, time.Duration
 		return stopFinal, 0, false
 	}
 	var body []byte
-	if retry {
+	if retry && readableBody(c.resp.Header.Get("Content-Type")) {
 		// Quota bodies and Gemini's RetryInfo only matter for a status we
-		// would retry; the header override needs no body.
+		// would retry, in a body that can carry them; the header override
+		// needs no body.
 		body = peekBody(c.resp, signalPeek)
 	}
 	sig := readSignal(status, c.resp.Header, body)
-	if sig.final || !(retry || sig.retry) {
+	if sig.final {
+		return stopProvider, 0, false
+	}
+	if !retry && !sig.retry {
 		return stopFinal, 0, false
 	}
 	serverWait, hasServerWait := RetryAfter(c.resp.Header, now)
@@ -196,6 +204,12 @@ const signalPeek = 8 << 10
 // peekBody reads up to n bytes of resp's body and puts them back in front
 // of the rest, so that whoever reads the body later reads all of it.
 func peekBody(resp *http.Response, n int) []byte {
+	if resp.ContentLength >= 0 && resp.ContentLength < int64(n) {
+		n = int(resp.ContentLength)
+	}
+	if n == 0 {
+		return nil
+	}
 	buf := make([]byte, n)
 	m, _ := io.ReadFull(resp.Body, buf)
 	buf = buf[:m]

@@ -14,6 +14,7 @@ const (
 	stopSpent                  // the schedule ran out of retries (an Asker may be asked)
 	stopDeadline               // the wait would break the deadline/reserve rule
 	stopServerWait             // the server asked for a wait above MaxRetryAfter
+	stopProvider               // the provider says waiting will not help (spent quota, x-should-retry: false)
 )
 
 // String names the reason for logs and errors.
@@ -29,6 +30,8 @@ func (s stop) String() string {
 		return "no time left before the deadline and reserve"
 	case stopServerWait:
 		return "server wait above MaxRetryAfter"
+	case stopProvider:
+		return "the provider says waiting will not help"
 	}
 	return "unknown"
 }

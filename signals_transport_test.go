@@ -44,6 +44,11 @@ func TestProviderSignalsThroughTheTransport(t *testing.T) {
 					assert.Equal(t, []time.Duration{c.gap}, prov.gaps())
 				}
 				assert.Equal(t, c.first.status, resp.StatusCode)
+				if c.attempts == 1 {
+					// Final by the provider's word: SDKs above must not
+					// resend it either.
+					assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
+				}
 				assert.Equal(t, c.first.body, bodyOf(t, resp), "the caller reads the provider's whole body")
 			})
 		})
