@@ -1,0 +1,192 @@
+package interop
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/llmretry/llmretry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// anthropic-sdk-go v2 under llmretry, with the SDK's own retries off: a
+// 502 from the edge, then a 429 asking for 20 s, then the answer. The SDK
+// gives Messages.New a 10-minute per-attempt deadline, which llmretry sees
+// as the request's deadline; the waits fit it with the reserve, so the
+// schedule runs as written: 5 s, then 20 s (the server's wait).
+func TestAnthropicRidesOutOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(badGateway(), anthropicRateLimited("20"), anthropicMessage("Hello! How can I help?"))
+		var rec recorder
+		rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, MaxRetries: 2, OnAttempt: rec.on})
+		client := anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0))
+
+		start := time.Now()
+		msg, err := client.Messages.New(context.Background(), anthropicParams())
+		require.NoError(t, err)
+		require.Len(t, msg.Content, 1)
+		assert.Equal(t, "Hello! How can I help?", msg.Content[0].Text)
+		assert.Equal(t, anthropic.StopReasonEndTurn, msg.StopReason)
+
+		assert.Equal(t, 3, prov.attempts(), "exactly the policy's attempts")
+		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second}, prov.gaps())
+		assert.Equal(t, 25*time.Second, time.Since(start))
+		assert.Equal(t, []int{502, 429, 200}, rec.statuses())
+		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second, 0}, rec.retryIns())
+		assert.Equal(t, []string{"0", "0", "0"}, prov.headerValues("X-Stainless-Retry-Count"), "the SDK itself never retried")
+		calls := prov.received()
+		for _, c := range calls {
+			assert.Equal(t, "/v1/messages", c.path)
+			// v2.15 sends the key as a bearer token; older releases used X-Api-Key.
+			assert.Contains(t, c.header.Get("Authorization")+c.header.Get("X-Api-Key"), dummyAnthropicKey)
+			assert.Equal(t, "600", c.header.Get("X-Stainless-Timeout"), "the SDK's 10-minute per-attempt deadline")
+			assert.Equal(t, calls[0].body, c.body, "every attempt carries the whole body")
+		}
+	})
+}
+
+// Messages.NewStreaming: anthropic-sdk-go marks a stream only with
+// "stream": true in the body.
+func TestAnthropicStream(t *testing.T) {
+	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
+
+	collect := func(t *testing.T, client anthropic.Client) (string, error) {
+		stream := client.Messages.NewStreaming(context.Background(), anthropicParams())
+		defer stream.Close()
+		var text strings.Builder
+		var msg anthropic.Message
+		for stream.Next() {
+			ev := stream.Current()
+			require.NoError(t, msg.Accumulate(ev))
+			if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+				text.WriteString(ev.Delta.Text)
+			}
+		}
+		if stream.Err() == nil {
+			assert.Equal(t, anthropic.StopReasonEndTurn, msg.StopReason, "the stream ran to message_stop")
+		}
+		return text.String(), stream.Err()
+	}
+	overloaded := anthropicError(529, "overloaded_error", "Overloaded")
+
+	t.Run("succeeds over the wire", func(t *testing.T) {
+		prov := newProvider(anthropicStream(parts...))
+		srv := httptest.NewServer(prov)
+		defer srv.Close()
+		rt := retrying(t, srv.Client().Transport, llmretry.Policy{})
+		text, err := collect(t, anthropicClient(srv.URL+"/", rt))
+		require.NoError(t, err)
+		assert.Equal(t, "Hello! How can I help?", text, "every delta arrived")
+		assert.Equal(t, 1, prov.attempts())
+		assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])), "llmretry sees the request as a stream")
+	})
+
+	t.Run("error mid-stream is never retried, even with RetryStreams", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// Anthropic reports overload after a 200 as an SSE error event.
+			broken := anthropicStream(parts...)
+			broken.events = append(append([]string(nil), broken.events[:4]...),
+				"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"},\"request_id\":\"req_011CSHpZ8hP3aT6jB2mW9xQe\"}\n\n")
+			prov := newProvider(broken, anthropicStream(parts...))
+			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
+			text, err := collect(t, anthropicClient(fakeAnthropicURL, rt)) // SDK retries left on too
+			var apiErr *anthropic.Error
+			require.ErrorAs(t, err, &apiErr, "the SDK surfaces the event as its own error")
+			assert.EqualValues(t, "overloaded_error", apiErr.Type())
+			assert.Equal(t, "Hel", text, "what arrived before the error stays delivered")
+			assert.Equal(t, 1, prov.attempts(), "a stream that started is committed: nobody resends it")
+		})
+	})
+
+	t.Run("503 first is not retried by default", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := newProvider(anthropicError(503, "api_error", "Service unavailable"), anthropicStream(parts...))
+			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
+			_, err := collect(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
+			var apiErr *anthropic.Error
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, 503, apiErr.StatusCode)
+			assert.Equal(t, "Service unavailable", apiErr.Message)
+			assert.Equal(t, 1, prov.attempts(), "the SDK got the 503 from the first attempt")
+		})
+	})
+
+	t.Run("503 first is retried with RetryStreams", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := newProvider(anthropicError(503, "api_error", "Service unavailable"), overloaded, anthropicStream(parts...))
+			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second, 4 * time.Second}, RetryStreams: true})
+			text, err := collect(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
+			require.NoError(t, err)
+			assert.Equal(t, "Hello! How can I help?", text)
+			assert.Equal(t, 3, prov.attempts(), "503, then 529 overloaded, then the stream")
+			assert.Equal(t, []time.Duration{2 * time.Second, 4 * time.Second}, prov.gaps())
+		})
+	})
+}
+
+// A 400 is final for both layers: one attempt with the SDK's own retries
+// left on, and the caller gets *anthropic.Error with Anthropic's message.
+func TestAnthropicBadRequest(t *testing.T) {
+	prov := newProvider(anthropicError(400, "invalid_request_error", "max_tokens: 1000000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-5-20250929"))
+	srv := httptest.NewServer(prov)
+	defer srv.Close()
+	rt := retrying(t, srv.Client().Transport, llmretry.Policy{Waits: []time.Duration{time.Second}})
+	client := anthropicClient(srv.URL+"/", rt)
+
+	_, err := client.Messages.New(context.Background(), anthropicParams())
+	var apiErr *anthropic.Error
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+	assert.Equal(t, "max_tokens: 1000000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-5-20250929", apiErr.Message)
+	assert.EqualValues(t, "invalid_request_error", apiErr.Type())
+	assert.Equal(t, "req_011CSHoEeqs5C35K2UUqR7Fy", apiErr.RequestID)
+	assert.False(t, errors.As(err, new(*llmretry.Exhausted)))
+	assert.Equal(t, 1, prov.attempts())
+}
+
+// Messages.New gives every attempt a 10-minute deadline of its own
+// (X-Stainless-Timeout: 600), and llmretry takes the request's deadline as
+// the end of the ride: with the default 60 s reserve, waits that would end
+// after 9 minutes are not taken, and the last 529 is returned at once,
+// marked X-Should-Retry: false. option.WithRequestTimeout (or a context
+// deadline shorter than it) is how to give llmretry the turn's real budget.
+func TestAnthropicPerAttemptDeadlineBoundsTheRide(t *testing.T) {
+	overloaded := anthropicError(529, "overloaded_error", "Overloaded")
+	policy := llmretry.Policy{Waits: []time.Duration{2 * time.Minute, 4 * time.Minute, 8 * time.Minute}, MaxRetries: 3}
+
+	t.Run("default 10-minute attempt timeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := newProvider(overloaded)
+			client := anthropicClient(fakeAnthropicURL, retrying(t, prov, policy), antoption.WithMaxRetries(0))
+			start := time.Now()
+			_, err := client.Messages.New(context.Background(), anthropicParams())
+			var apiErr *anthropic.Error
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, 529, apiErr.StatusCode)
+			assert.Equal(t, "false", apiErr.Response.Header.Get("X-Should-Retry"))
+			assert.Equal(t, 3, prov.attempts(), "the 8-minute wait would end past 10 min - 60 s")
+			assert.Equal(t, []time.Duration{2 * time.Minute, 4 * time.Minute}, prov.gaps())
+			assert.Equal(t, 6*time.Minute, time.Since(start), "given up at once, not slept into the deadline")
+		})
+	})
+
+	t.Run("WithRequestTimeout(30m)", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := newProvider(overloaded, overloaded, overloaded, anthropicMessage("Hello!"))
+			client := anthropicClient(fakeAnthropicURL, retrying(t, prov, policy),
+				antoption.WithMaxRetries(0), antoption.WithRequestTimeout(30*time.Minute))
+			msg, err := client.Messages.New(context.Background(), anthropicParams())
+			require.NoError(t, err)
+			assert.Equal(t, "Hello!", msg.Content[0].Text)
+			assert.Equal(t, []time.Duration{2 * time.Minute, 4 * time.Minute, 8 * time.Minute}, prov.gaps())
+		})
+	})
+}

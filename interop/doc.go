@@ -1,0 +1,13 @@
+// Package interop holds tests, and only tests, that drive llmretry under the
+// real vendor SDKs — openai-go, anthropic-sdk-go and genai — and benchmarks
+// it against its peers (go-retryablehttp, failsafe-go).
+//
+// It is a module of its own so that llmretry's go.mod keeps a single
+// dependency (go-retryablehttp): the SDKs and the peers are needed here
+// only. Run it from this directory:
+//
+//	go test -race ./...
+//	go test -run '^$' -bench Peers -benchmem -count 6 .
+//
+// Shared fake-provider helpers live in provider_test.go.
+package interop

@@ -1,0 +1,200 @@
+package interop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/llmretry/llmretry"
+	"github.com/openai/openai-go/v3"
+	oaoption "github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genai"
+)
+
+// layerK is the number of retries llmretry is allowed in the layering
+// tests: k = 2, so llmretry alone makes k+1 = 3 attempts.
+const layerK = 2
+
+// layerPolicy is llmretry's policy in the layering tests: two retries,
+// after 2 s and 4 s. MaxRetries pins k even under a deadline (Anthropic's
+// per-attempt one), where the last wait of Waits would otherwise repeat.
+func layerPolicy() llmretry.Policy {
+	return llmretry.Policy{Waits: []time.Duration{2 * time.Second, 4 * time.Second}, MaxRetries: layerK}
+}
+
+// The layering trap. The Stainless SDKs (openai-go, anthropic-sdk-go)
+// retry twice on their own by default; llmretry under them retries k
+// times; an SDK that resent every failure llmretry gave up on would make
+// 3(k+1) attempts. It does not for responses, because llmretry marks the
+// response it gives up on with X-Should-Retry: false, which both SDKs obey
+// (rows "mark stripped" show the 9 attempts the mark prevents), even over
+// Anthropic's own x-should-retry: true on a 429, which the mark replaces. It
+// does
+// for failed connections, where there is no response to mark: only
+// option.WithMaxRetries(0) prevents that. genai retries only when
+// HTTPOptions.RetryOptions is set, and then ignores X-Should-Retry.
+//
+// Run with -v to print the measured table.
+func TestLayeringTrap(t *testing.T) {
+	const (
+		stackSDK      = "SDK only"
+		stackLLM      = "llmretry k=2"
+		stackStripped = "llmretry k=2, mark stripped"
+	)
+	stacks := map[string]func(t *testing.T, base http.RoundTripper) http.RoundTripper{
+		stackSDK: func(_ *testing.T, base http.RoundTripper) http.RoundTripper { return base },
+		stackLLM: func(t *testing.T, base http.RoundTripper) http.RoundTripper {
+			return retrying(t, base, layerPolicy())
+		},
+		stackStripped: func(t *testing.T, base http.RoundTripper) http.RoundTripper {
+			return stripShouldRetry{retrying(t, base, layerPolicy())}
+		},
+	}
+
+	openAICall := func(opts ...oaoption.RequestOption) func(*testing.T, http.RoundTripper) error {
+		return func(_ *testing.T, rt http.RoundTripper) error {
+			client := openAIClient(fakeOpenAIURL, rt, opts...)
+			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
+			return err
+		}
+	}
+	anthropicCall := func(opts ...antoption.RequestOption) func(*testing.T, http.RoundTripper) error {
+		return func(_ *testing.T, rt http.RoundTripper) error {
+			client := anthropicClient(fakeAnthropicURL, rt, opts...)
+			_, err := client.Messages.New(context.Background(), anthropicParams())
+			return err
+		}
+	}
+	geminiCall := func(retry *genai.HTTPRetryOptions) func(*testing.T, http.RoundTripper) error {
+		return func(t *testing.T, rt http.RoundTripper) error {
+			_, err := geminiClient(t, fakeGeminiURL, rt, retry).Models.GenerateContent(context.Background(), geminiModel, geminiPrompt(), nil)
+			return err
+		}
+	}
+	three := int32(3)
+
+	type sdkSetup struct {
+		name string
+		call func(*testing.T, http.RoundTripper) error
+	}
+	var (
+		oaDefault  = sdkSetup{"openai-go, default (2 retries)", openAICall()}
+		oaOff      = sdkSetup{"openai-go, WithMaxRetries(0)", openAICall(oaoption.WithMaxRetries(0))}
+		antDefault = sdkSetup{"anthropic-sdk-go, default (2 retries)", anthropicCall()}
+		antOff     = sdkSetup{"anthropic-sdk-go, WithMaxRetries(0)", anthropicCall(antoption.WithMaxRetries(0))}
+		gDefault   = sdkSetup{"genai, default (no retry)", geminiCall(nil)}
+		gOn        = sdkSetup{"genai, RetryOptions{Attempts: 3}", geminiCall(&genai.HTTPRetryOptions{Attempts: &three})}
+	)
+	type row struct {
+		sdk     sdkSetup
+		stack   string
+		failure string
+		want    int
+	}
+	rows := []row{
+		{oaDefault, stackSDK, "502", 3},
+		{oaDefault, stackLLM, "502", layerK + 1},
+		{oaDefault, stackStripped, "502", 3 * (layerK + 1)},
+		{oaOff, stackLLM, "502", layerK + 1},
+		{oaDefault, stackSDK, "conn refused", 3},
+		{oaDefault, stackLLM, "conn refused", 3 * (layerK + 1)},
+		{oaOff, stackLLM, "conn refused", layerK + 1},
+
+		{antDefault, stackSDK, "502", 3},
+		{antDefault, stackLLM, "502", layerK + 1},
+		{antDefault, stackStripped, "502", 3 * (layerK + 1)},
+		{antOff, stackLLM, "502", layerK + 1},
+		{antDefault, stackSDK, "429 x-should-retry: true", 3},
+		{antDefault, stackLLM, "429 x-should-retry: true", layerK + 1},
+		{antDefault, stackSDK, "conn refused", 3},
+		{antDefault, stackLLM, "conn refused", 3 * (layerK + 1)},
+		{antOff, stackLLM, "conn refused", layerK + 1},
+
+		{gDefault, stackSDK, "502", 1},
+		{gDefault, stackLLM, "502", layerK + 1},
+		{gOn, stackLLM, "502", 3 * (layerK + 1)},
+		{gDefault, stackLLM, "conn refused", layerK + 1},
+		{gOn, stackLLM, "conn refused", 3 * (layerK + 1)},
+	}
+
+	var table []string
+	for _, r := range rows {
+		name := fmt.Sprintf("%s/%s/%s", r.sdk.name, r.stack, r.failure)
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				failure := map[string]reply{
+					"502":                      badGateway(),
+					"conn refused":             connRefused(),
+					"429 x-should-retry: true": anthropicRateLimited("20"),
+				}[r.failure]
+				prov := newProvider(failure)
+				start := time.Now()
+				err := r.sdk.call(t, stacks[r.stack](t, prov))
+				elapsed := time.Since(start)
+
+				require.Error(t, err)
+				assert.Equal(t, r.want, prov.attempts(), "provider attempts")
+				table = append(table, fmt.Sprintf("| %s | %s | %s | %d | %v |", r.sdk.name, r.stack, r.failure, prov.attempts(), elapsed.Round(10*time.Millisecond)))
+
+				// What the caller sees.
+				if r.failure == "conn refused" {
+					assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+					var ex *llmretry.Exhausted
+					if r.stack == stackLLM {
+						require.ErrorAs(t, err, &ex, "llmretry's error reaches the caller through the SDK")
+						assert.Equal(t, layerK+1, ex.Attempts, "the last llmretry call's own attempts")
+					} else {
+						assert.False(t, errors.As(err, &ex))
+					}
+					return
+				}
+				status, header := sdkErrorResponse(t, err)
+				assert.Equal(t, failure.status, status, "the provider's last response, as the SDK's typed error")
+				if r.stack == stackLLM && header != nil {
+					assert.Equal(t, "false", header.Get("X-Should-Retry"), "llmretry marked the response it gave up on")
+				}
+			})
+		})
+	}
+	t.Log("measured provider attempts (always-failing provider; synctest clock):\n" +
+		"| SDK | stack | failure | attempts | time |\n|---|---|---|---:|---:|\n" + joinLines(table))
+}
+
+// sdkErrorResponse returns the status of the SDK's typed error for a
+// failed response, and the response headers when the SDK keeps them.
+func sdkErrorResponse(t *testing.T, err error) (int, http.Header) {
+	t.Helper()
+	var (
+		oaErr  *openai.Error
+		antErr *anthropic.Error
+		gErr   genai.APIError
+	)
+	switch {
+	case errors.As(err, &oaErr):
+		return oaErr.StatusCode, oaErr.Response.Header
+	case errors.As(err, &antErr):
+		return antErr.StatusCode, antErr.Response.Header
+	case errors.As(err, &gErr):
+		return gErr.Code, nil
+	}
+	t.Fatalf("not an SDK error: %T %v", err, err)
+	return 0, nil
+}
+
+// joinLines joins lines with newlines.
+func joinLines(lines []string) string {
+	s := ""
+	for _, l := range lines {
+		s += l + "\n"
+	}
+	return s
+}

@@ -1,0 +1,141 @@
+package interop
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/llmretry/llmretry"
+	"github.com/openai/openai-go/v3"
+	oaoption "github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// openai-go v3 under llmretry, with the SDK's own retries off: a 502 from
+// the edge, then a 429 asking for 20 s, then the answer. llmretry makes
+// the three attempts its policy allows, waiting 5 s and then 20 s (the
+// server's wait beats the schedule's 10 s), and the SDK sees only the
+// answer.
+func TestOpenAIRidesOutOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(badGateway(), openAIRateLimited("20"), openAIChatCompletion("Hello! How can I help?"))
+		var rec recorder
+		rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, OnAttempt: rec.on})
+		client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
+
+		start := time.Now()
+		got, err := client.Chat.Completions.New(context.Background(), openAIParams())
+		require.NoError(t, err)
+		require.Len(t, got.Choices, 1)
+		assert.Equal(t, "Hello! How can I help?", got.Choices[0].Message.Content)
+
+		assert.Equal(t, 3, prov.attempts(), "exactly the policy's attempts")
+		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second}, prov.gaps())
+		assert.Equal(t, 25*time.Second, time.Since(start))
+		assert.Equal(t, []int{502, 429, 200}, rec.statuses())
+		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second, 0}, rec.retryIns())
+		// Every attempt is the SDK's first: the SDK itself never retried.
+		assert.Equal(t, []string{"0", "0", "0"}, prov.headerValues("X-Stainless-Retry-Count"))
+		calls := prov.received()
+		for _, c := range calls {
+			assert.Equal(t, "/v1/chat/completions", c.path)
+			assert.Equal(t, "Bearer "+dummyOpenAIKey, c.header.Get("Authorization"))
+			assert.Equal(t, calls[0].body, c.body, "every attempt carries the whole body")
+		}
+		assert.Contains(t, calls[0].body, `"model":"gpt-4o-mini"`)
+	})
+}
+
+// Chat.Completions.NewStreaming: openai-go marks a stream only with
+// "stream": true in the body (Accept stays application/json).
+func TestOpenAIStream(t *testing.T) {
+	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
+
+	// collect reads the whole stream and returns the text and the error.
+	collect := func(t *testing.T, client openai.Client) (string, error) {
+		stream := client.Chat.Completions.NewStreaming(context.Background(), openAIParams())
+		defer stream.Close()
+		var text strings.Builder
+		for stream.Next() {
+			for _, c := range stream.Current().Choices {
+				text.WriteString(c.Delta.Content)
+			}
+		}
+		return text.String(), stream.Err()
+	}
+
+	t.Run("succeeds over the wire", func(t *testing.T) {
+		prov := newProvider(openAIChatStream(parts...))
+		srv := httptest.NewServer(prov)
+		defer srv.Close()
+		rt := retrying(t, srv.Client().Transport, llmretry.Policy{})
+		text, err := collect(t, openAIClient(srv.URL+"/v1/", rt))
+		require.NoError(t, err)
+		assert.Equal(t, "Hello! How can I help?", text, "every chunk arrived")
+		assert.Equal(t, 1, prov.attempts())
+		assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])), "llmretry sees the request as a stream")
+	})
+
+	t.Run("503 first is not retried by default", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := newProvider(openAIError(503, "The server is overloaded or not ready yet.", "server_error", "", ""), openAIChatStream(parts...))
+			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
+			_, err := collect(t, openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
+			var apiErr *openai.Error
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, 503, apiErr.StatusCode)
+			assert.Equal(t, "The server is overloaded or not ready yet.", apiErr.Message)
+			assert.Equal(t, 1, prov.attempts(), "the SDK got the 503 from the first attempt")
+		})
+	})
+
+	t.Run("503 first is retried with RetryStreams", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := newProvider(openAIError(503, "The server is overloaded or not ready yet.", "server_error", "", ""), openAIChatStream(parts...))
+			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
+			text, err := collect(t, openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
+			require.NoError(t, err)
+			assert.Equal(t, "Hello! How can I help?", text)
+			assert.Equal(t, 2, prov.attempts())
+			assert.Equal(t, []time.Duration{2 * time.Second}, prov.gaps())
+		})
+	})
+}
+
+// A 400 is final for both layers: one attempt, even with the SDK's own
+// retries left on, and the caller gets *openai.Error with OpenAI's message.
+func TestOpenAIBadRequest(t *testing.T) {
+	prov := newProvider(openAIError(400,
+		"Invalid value for 'temperature': expected a decimal between 0 and 2, but got 3.5 instead.",
+		"invalid_request_error", "temperature", "invalid_value"))
+	srv := httptest.NewServer(prov)
+	defer srv.Close()
+	rt := retrying(t, srv.Client().Transport, llmretry.Policy{Waits: []time.Duration{time.Second}})
+	client := openAIClient(srv.URL+"/v1/", rt)
+
+	_, err := client.Chat.Completions.New(context.Background(), openAIParams())
+	var apiErr *openai.Error
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+	assert.Equal(t, "Invalid value for 'temperature': expected a decimal between 0 and 2, but got 3.5 instead.", apiErr.Message)
+	assert.Equal(t, "invalid_request_error", apiErr.Type)
+	assert.Equal(t, "temperature", apiErr.Param)
+	assert.Equal(t, "invalid_value", apiErr.Code)
+	assert.False(t, errors.As(err, new(*llmretry.Exhausted)), "a response is never turned into an llmretry error")
+	assert.Equal(t, 1, prov.attempts())
+}
+
+// streamRequest rebuilds the request a call recorded, for IsStream.
+func streamRequest(t *testing.T, c call) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(c.method, "https://provider.test"+c.path+"?"+c.query, strings.NewReader(c.body))
+	require.NoError(t, err)
+	req.Header = c.header
+	return req
+}
