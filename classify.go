@@ -51,7 +51,7 @@ func retryableErr(err error) bool {
 	if isPermanent(err) {
 		return false
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || wrapsDeadlineExceeded(err) {
 		return false
 	}
 	var (
@@ -83,4 +83,31 @@ func retryableErr(err error) bool {
 		}
 	}
 	return true
+}
+
+// wrapsDeadlineExceeded reports whether err is context.DeadlineExceeded or
+// wraps it. errors.Is would also match net/http's timeout awaiting response
+// headers (http.Transport.ResponseHeaderTimeout), which says it Is
+// context.DeadlineExceeded although no context ended and a retry may well
+// get an answer.
+func wrapsDeadlineExceeded(err error) bool {
+	for err != nil {
+		if err == context.DeadlineExceeded {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if wrapsDeadlineExceeded(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }

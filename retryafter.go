@@ -54,9 +54,6 @@ func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 func firstHeader(h http.Header, key string) string {
 	vs := h[key]
 	if len(vs) == 0 {
-		vs = h.Values(key) // non-canonical keys set directly on the map
-	}
-	if len(vs) == 0 {
 		return ""
 	}
 	return strings.TrimSpace(vs[0])

@@ -1,0 +1,286 @@
+package llmretry
+
+// Fuzz targets for the parsers and the sniffer that read what others send:
+// server waits (RetryAfter) and the stream sniffer (IsStream). Provider body
+// signals have their own target, FuzzReadSignal, in signals_test.go. Seed
+// corpora live in testdata/fuzz/<name>/; `go test` runs them as tests.
+//
+//	go test -run='^$' -fuzz='^FuzzRetryAfter$' -fuzztime=10s .
+//	go test -run='^$' -fuzz='^FuzzIsStream$' -fuzztime=10s .
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// RetryAfter never panics and never yields a negative wait, whatever the
+// headers and the clock; a digits-only Retry-After means exactly that many
+// seconds (clamped); and the wait the Transport takes from it never exceeds
+// MaxRetryAfter nor breaks the deadline/reserve rule.
+func FuzzRetryAfter(f *testing.F) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).Unix()
+	for _, s := range []struct{ ra, ms string }{
+		{"120", ""}, {"99999999999", ""}, {"-1", ""}, {"+1", ""}, {"1.0", ""}, {"", "1500"},
+		{"Sun, 01 Jun 2025 12:00:07 GMT", ""}, {"Sunday, 01-Jun-25 12:00:07 GMT", ""}, {"Sun Jun  1 12:00:07 2025", ""},
+		{"5, 10", "x"}, {"\xff\x00", "1e3"}, {"0", "0.5"}, {"", "99999999999999999999999999"},
+	} {
+		f.Add(s.ra, s.ms, now)
+	}
+	p := Policy{Waits: []time.Duration{time.Second}, Reserve: 10 * time.Second, MaxRetryAfter: 5 * time.Minute}.resolved()
+	f.Fuzz(func(t *testing.T, retryAfter, retryAfterMs string, unix int64) {
+		now := time.Unix(unix, 0)
+		h := http.Header{}
+		if retryAfter != "" {
+			h["Retry-After"] = []string{retryAfter}
+		}
+		if retryAfterMs != "" {
+			h["Retry-After-Ms"] = []string{retryAfterMs}
+		}
+		d, ok := RetryAfter(h, now)
+		if d < 0 {
+			t.Fatalf("negative wait %v for %q / %q", d, retryAfter, retryAfterMs)
+		}
+		if !ok && d != 0 {
+			t.Fatalf("ignored, yet a wait of %v", d)
+		}
+		if v := strings.TrimSpace(retryAfter); retryAfterMs == "" && v != "" && strings.Trim(v, "0123456789") == "" {
+			want := maxDuration
+			if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs < int64(maxDuration/time.Second) {
+				want = time.Duration(secs) * time.Second
+			}
+			if !ok || d != want {
+				t.Fatalf("Retry-After %q: got %v %v, want %v", v, d, ok, want)
+			}
+		}
+
+		// What the Transport does with it, with and without a deadline.
+		deadline := now.Add(2 * time.Minute)
+		for _, hasDeadline := range []bool{true, false} {
+			wait, why := p.nextWait(1, d, ok, now, deadline, hasDeadline)
+			if wait < 0 {
+				t.Fatalf("negative wait %v", wait)
+			}
+			if ok && d > p.MaxRetryAfter && why != stopServerWait {
+				t.Fatalf("server wait %v above MaxRetryAfter not refused: %v", d, why)
+			}
+			if why != stopNone {
+				if wait != 0 {
+					t.Fatalf("no retry (%v), yet a wait of %v", why, wait)
+				}
+				continue
+			}
+			if wait > max(p.Waits[0], p.MaxRetryAfter) {
+				t.Fatalf("wait %v above MaxRetryAfter", wait)
+			}
+			if hasDeadline && now.Add(wait).Add(p.Reserve).After(deadline) {
+				t.Fatalf("wait %v breaks the deadline/reserve rule", wait)
+			}
+		}
+	})
+}
+
+// sniffSource is a request body handed out by GetBody. Over an in-memory
+// slice it implements io.WriterTo, as the readers http.NewRequest keeps do;
+// otherwise it is read chunk bytes at a time, like a file or a pipe.
+type sniffSource struct {
+	data     []byte
+	chunk    int
+	writerTo bool
+
+	mu     sync.Mutex
+	read   int // bytes handed out by Read
+	closed int
+}
+
+func (s *sniffSource) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.read >= len(s.data) {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), s.chunk)], s.data[s.read:])
+	s.read += n
+	return n, nil
+}
+
+func (s *sniffSource) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed++
+	return nil
+}
+
+// memSource adds io.WriterTo: the whole slice in one Write, no copy.
+type memSource struct{ *sniffSource }
+
+func (m memSource) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(m.data)
+	return int64(n), err
+}
+
+// sniff runs IsStream on req with a GetBody over body, and checks that
+// req.Body is never touched, GetBody is called at most once, what it
+// returned is closed, and no more than the bound is read from it.
+func sniff(t *testing.T, req *http.Request, body []byte, chunk int, writerTo bool) bool {
+	t.Helper()
+	req.Body = untouchable{t}
+	var sources []*sniffSource
+	req.GetBody = func() (io.ReadCloser, error) {
+		s := &sniffSource{data: body, chunk: chunk, writerTo: writerTo}
+		sources = append(sources, s)
+		if writerTo {
+			return memSource{s}, nil
+		}
+		return s, nil
+	}
+	got := IsStream(req)
+	if len(sources) > 1 {
+		t.Fatalf("GetBody called %d times", len(sources))
+	}
+	for _, s := range sources {
+		if s.closed != 1 {
+			t.Fatalf("the body from GetBody closed %d times", s.closed)
+		}
+		if writerTo && s.read != 0 {
+			t.Fatalf("an in-memory body was copied through Read (%d bytes) instead of handed over", s.read)
+		}
+		if s.read > sniffReadLimit {
+			t.Fatalf("read %d bytes, above the bound %d", s.read, sniffReadLimit)
+		}
+	}
+	return got
+}
+
+// topLevelStream decodes a JSON object and reports whether any top-level
+// member "stream" is true (duplicates included). ok is false when data is
+// not a JSON object.
+func topLevelStream(data []byte) (stream, ok bool) {
+	if !json.Valid(data) {
+		return false, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false, false
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return false, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return false, false
+		}
+		if key == "stream" && string(v) == "true" {
+			stream = true
+		}
+	}
+	return stream, true
+}
+
+// IsStream never panics, never reads req.Body, calls GetBody at most once
+// and closes what it got, hands an in-memory body over without copying it
+// through Read and reads any other body only up to its bound. Read piece
+// by piece or handed over whole, a body gets the same answer. On a JSON
+// object it never claims a stream that is not one, and on one of up to
+// 4 KiB (the whole body is looked at) it finds every top-level
+// "stream": true. A body is built as head, pad spaces ×4, tail, so that
+// bodies past 4 KiB (where only the first and the last 4 KiB are looked
+// at) are reached.
+func FuzzIsStream(f *testing.F) {
+	f.Add([]byte(`{"model":"gpt","stream":true}`), uint16(0), []byte(nil), "https://api.openai.com/v1/chat/completions", "application/json", uint16(7))
+	f.Add([]byte(`{"model":"m","messages":[`), uint16(4000), []byte(`],"stream":true}`), "https://api.anthropic.com/v1/messages", "", uint16(512))
+	f.Add([]byte(`{"a":{"stream":true}}`), uint16(0), []byte(nil), "", "", uint16(1))
+	f.Add([]byte(`{"s":"\"stream\":true"}`), uint16(0), []byte(nil), "", "", uint16(3))
+	f.Add([]byte(`{"contents":[]}`), uint16(0), []byte(nil), "https://generativelanguage.googleapis.com/v1beta/models/g:streamGenerateContent?alt=sse&key=k", "", uint16(64))
+	f.Add([]byte(nil), uint16(0), []byte(nil), "https://x.test/", "Text/Event-Stream", uint16(1))
+	f.Fuzz(func(t *testing.T, head []byte, pad uint16, tail []byte, rawURL, accept string, chunk uint16) {
+		body := make([]byte, 0, len(head)+4*int(pad)+len(tail))
+		body = append(body, head...)
+		body = append(body, bytes.Repeat([]byte(" "), 4*int(pad))...)
+		body = append(body, tail...)
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			u = nil
+		}
+		header := http.Header{}
+		if accept != "" {
+			header.Set("Accept", accept)
+		}
+		size := max(1, int(chunk))
+
+		// The headers and URL alone; the body alone; both.
+		signals := IsStream(&http.Request{Method: http.MethodPost, URL: u, Header: header})
+		bodyOnly := sniff(t, &http.Request{Method: http.MethodPost, Header: http.Header{}}, body, size, true)
+		both := sniff(t, &http.Request{Method: http.MethodPost, URL: u, Header: header}, body, size, true)
+		if both != (signals || bodyOnly) {
+			t.Fatalf("with headers and URL %v, but %v alone and %v for the body alone", both, signals, bodyOnly)
+		}
+		if strings.Contains(strings.ToLower(accept), "text/event-stream") && !signals {
+			t.Fatalf("Accept %q names text/event-stream", accept)
+		}
+		if len(body) <= sniffReadLimit {
+			piecewise := sniff(t, &http.Request{Method: http.MethodPost, Header: http.Header{}}, body, size, false)
+			if piecewise != bodyOnly {
+				t.Fatalf("read %d bytes at a time: %v; handed over whole: %v", size, piecewise, bodyOnly)
+			}
+		}
+		if bytes.IndexByte(body, '\\') >= 0 {
+			return // escapes can make a raw key differ from its decoded name
+		}
+		want, isObject := topLevelStream(body)
+		if !isObject {
+			return
+		}
+		if bodyOnly && !want {
+			t.Fatalf("a stream claimed for a JSON object without a top-level \"stream\": true")
+		}
+		if len(body) <= sniffWindow && bodyOnly != want {
+			t.Fatalf("a %d-byte JSON object: got %v, want %v", len(body), bodyOnly, want)
+		}
+	})
+}
+
+// The sniffer keeps the first and the last 4 KiB of a body, and no more,
+// however the body is cut into writes.
+func FuzzSniffWriter(f *testing.F) {
+	f.Add([]byte(`{"stream":true}`), uint16(5), uint16(0))
+	f.Add([]byte(`{"messages":[],"stream":true}`), uint16(4096), uint16(3000))
+	f.Add([]byte(`0123456789`), uint16(1), uint16(1000))
+	f.Fuzz(func(t *testing.T, data []byte, chunk, repeat uint16) {
+		body := bytes.Repeat(data, 1+int(repeat)%(1+(64<<10)/max(1, len(data))))
+		size := max(1, int(chunk))
+		var w sniffWriter
+		for off := 0; off < len(body); off += size {
+			n, err := w.Write(body[off:min(len(body), off+size)])
+			if err != nil || n != min(size, len(body)-off) {
+				t.Fatalf("Write returned %d, %v", n, err)
+			}
+			if len(w.head) > sniffWindow || len(w.tail) > sniffWindow {
+				t.Fatalf("kept %d + %d bytes, above 2 × %d", len(w.head), len(w.tail), sniffWindow)
+			}
+		}
+		if w.total != int64(len(body)) {
+			t.Fatalf("counted %d bytes of %d", w.total, len(body))
+		}
+		if !bytes.Equal(w.head, body[:min(len(body), sniffWindow)]) {
+			t.Fatalf("head is not the first %d bytes", sniffWindow)
+		}
+		if !bytes.Equal(w.tail, body[max(0, len(body)-sniffWindow):]) {
+			t.Fatalf("tail is not the last %d bytes", sniffWindow)
+		}
+		var whole sniffWriter
+		_, _ = whole.Write(body)
+		if whole.streamFlag() != w.streamFlag() {
+			t.Fatalf("one write says %v, writes of %d bytes say %v", whole.streamFlag(), size, w.streamFlag())
+		}
+	})
+}
