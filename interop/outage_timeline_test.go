@@ -71,18 +71,7 @@ func (tl *timeline) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rep.err != nil {
 		return nil, rep.err
 	}
-	body := rep.payload()
-	return &http.Response{
-		Status:        fmt.Sprintf("%d %s", rep.status, http.StatusText(rep.status)),
-		StatusCode:    rep.status,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        rep.header.Clone(),
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       req,
-	}, nil
+	return rep.response(req), nil
 }
 
 // attempts returns when each attempt reached the provider, since start.

@@ -150,24 +150,29 @@ func (p *provider) next(r *http.Request) reply {
 	return p.script[min(len(p.calls)-1, len(p.script)-1)]
 }
 
+// response renders the reply as the in-memory response to req.
+func (r reply) response(req *http.Request) *http.Response {
+	body := r.payload()
+	return &http.Response{
+		Status:        fmt.Sprintf("%d %s", r.status, http.StatusText(r.status)),
+		StatusCode:    r.status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        r.header.Clone(),
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}
+}
+
 // RoundTrip answers req in memory, reading its body as a server would.
 func (p *provider) RoundTrip(req *http.Request) (*http.Response, error) {
 	rep := p.next(req)
 	if rep.err != nil {
 		return nil, rep.err
 	}
-	body := rep.payload()
-	return &http.Response{
-		Status:        fmt.Sprintf("%d %s", rep.status, http.StatusText(rep.status)),
-		StatusCode:    rep.status,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        rep.header.Clone(),
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       req,
-	}, nil
+	return rep.response(req), nil
 }
 
 // ServeHTTP answers over a real connection, flushing each stream event. A
