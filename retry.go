@@ -128,15 +128,13 @@ func (c *call) checkRetry(ctx context.Context, _ *http.Response, doErr error) (b
 		}
 		c.resp, c.err = nil, doErr
 	}
-	why, serverWait, hasServerWait := c.classify(ctx, time.Now())
+	why, serverWait, hasServerWait := c.classify(ctx)
 	var wait time.Duration
 	if why == stopNone {
-		// The clock is read again: classify may have spent a while on
-		// the body (the signal peek of a slow or stalled reply), and the
-		// deadline/reserve rule counts from now.
-		now := time.Now()
+		// Read after classify, which may have spent a while on a slow
+		// reply's body: the deadline/reserve rule counts from now.
 		deadline, hasDeadline := ctx.Deadline()
-		wait, why = c.p.nextWait(c.retries+1, serverWait, hasServerWait, now, deadline, hasDeadline)
+		wait, why = c.p.nextWait(c.retries+1, serverWait, hasServerWait, time.Now(), deadline, hasDeadline)
 	}
 	c.why = why
 	c.record(wait)
@@ -150,7 +148,7 @@ func (c *call) checkRetry(ctx context.Context, _ *http.Response, doErr error) (b
 
 // classify says whether the latest result may be retried and what wait,
 // if any, the server asked for.
-func (c *call) classify(ctx context.Context, now time.Time) (stop, time.Duration, bool) {
+func (c *call) classify(ctx context.Context) (stop, time.Duration, bool) {
 	if ctx.Err() != nil {
 		return stopFinal, 0, false
 	}
@@ -164,27 +162,27 @@ func (c *call) classify(ctx context.Context, now time.Time) (stop, time.Duration
 	if status < 400 {
 		return stopFinal, 0, false // an answer
 	}
+	h := c.resp.Header
 	retry := retryableStatus(status)
-	if (retry || readSignal(status, c.resp.Header, nil).retry) && c.streamHeld() {
+	sig := readSignal(status, h, nil) // x-should-retry, no body yet
+	switch {
+	case sig.final:
+		return stopProvider, 0, false
+	case !retry && !sig.retry:
+		return stopFinal, 0, false
+	case c.streamHeld():
 		// Decided before the body is peeked: an error reply to a stream
 		// may itself be a stream that the server keeps open.
 		return stopFinal, 0, false
 	}
-	var body []byte
-	if retry && readableBody(c.resp.Header.Get("Content-Type")) {
+	if retry && readableBody(h.Get("Content-Type")) {
 		// Quota bodies and Gemini's RetryInfo only matter for a status we
-		// would retry, in a body that can carry them; the header override
-		// needs no body.
-		body = peekBody(c.resp, signalPeek)
+		// would retry, in a body that can carry them.
+		if sig = readSignal(status, h, peekBody(c.resp, signalPeek)); sig.final {
+			return stopProvider, 0, false
+		}
 	}
-	sig := readSignal(status, c.resp.Header, body)
-	if sig.final {
-		return stopProvider, 0, false
-	}
-	if !retry && !sig.retry {
-		return stopFinal, 0, false
-	}
-	serverWait, hasServerWait := RetryAfter(c.resp.Header, now)
+	serverWait, hasServerWait := RetryAfter(h, time.Now())
 	if !hasServerWait && sig.hasWait {
 		serverWait, hasServerWait = sig.wait, true
 	}
