@@ -31,8 +31,16 @@ type Attempt struct {
 	// Err is the attempt's error; nil when a response arrived.
 	Err error
 	// RetryIn is the wait before the next attempt; 0 when none follows
-	// (the last attempt of a round, or of the call).
+	// (the last attempt of a round, or of the call). When Held, it is the
+	// least wait (the server's, or 0).
 	RetryIn time.Duration
+	// Probe reports that the attempt was sent as its provider key's probe
+	// (see Coordination).
+	Probe bool
+	// Held reports that the next attempt is held, with the other calls to
+	// the same provider key, until the key is back or the server's wait is
+	// over (see Coordination and Policy.OnHold).
+	Held bool
 }
 
 // String renders the attempt on one line without credentials: the URL
@@ -48,7 +56,15 @@ func (a Attempt) String() string {
 	case a.Response != nil:
 		s += ": " + a.Response.Status
 	}
-	if a.RetryIn > 0 {
+	if a.Probe {
+		s += " [probe]"
+	}
+	switch {
+	case a.Held && a.RetryIn > 0:
+		s += fmt.Sprintf(" (held: retry in %v or later, when the provider is back)", a.RetryIn)
+	case a.Held:
+		s += " (held: retry when the provider is back)"
+	case a.RetryIn > 0:
 		s += fmt.Sprintf(" (retry in %v)", a.RetryIn)
 	}
 	return s

@@ -87,7 +87,7 @@ func (p *Policy) doNext(ctx context.Context, k int, err error) (time.Duration, s
 		return 0, stopFinal
 	}
 	deadline, hasDeadline := ctx.Deadline()
-	return p.nextWait(k, 0, false, time.Now(), deadline, hasDeadline)
+	return p.nextWait(k, 0, false, time.Now(), deadline, hasDeadline, false)
 }
 
 // recordCall passes call n's outcome to OnAttempt, if set.

@@ -64,7 +64,7 @@ func FuzzRetryAfter(f *testing.F) {
 		// What the Transport does with it, with and without a deadline.
 		deadline := now.Add(2 * time.Minute)
 		for _, hasDeadline := range []bool{true, false} {
-			wait, why := p.nextWait(1, d, ok, now, deadline, hasDeadline)
+			wait, why := p.nextWait(1, d, ok, now, deadline, hasDeadline, false)
 			if wait < 0 {
 				t.Fatalf("negative wait %v", wait)
 			}

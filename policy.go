@@ -71,6 +71,10 @@ type Policy struct {
 	// another round of the schedule. Nil means fail: the last result is
 	// returned.
 	OnExhausted Asker
+	// OnHold, if set, is called when a coordinated call is held back before
+	// an attempt and again when the hold ends (see Coordination and Hold).
+	// It is never called on a Transport made by New.
+	OnHold func(Hold)
 }
 
 // Validate reports whether p can be used, naming the first field that

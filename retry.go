@@ -34,6 +34,14 @@ type call struct {
 	err  error
 	wait time.Duration // the wait CheckRetry chose, for Backoff
 	why  stop          // why the latest round stopped
+
+	// Coordination (nil co: off).
+	co       *coordinator
+	key      *keyState
+	probe    bool // c holds its key's probe: the latest attempt's result is not reported yet
+	wasProbe bool // the latest attempt went as the probe
+	reported int  // attempts reported to the key
+	gaveUp   bool // the gate refused the next attempt: c.err is a *DownError
 }
 
 // run takes over after a failed first attempt (resp, err) and drives
@@ -94,7 +102,7 @@ func (c *call) template() *http.Request {
 func (c *call) result(resp *http.Response, err error) (*http.Response, error) {
 	if err == nil && resp != nil {
 		switch c.why {
-		case stopSpent, stopDeadline, stopServerWait, stopProvider:
+		case stopSpent, stopDeadline, stopServerWait, stopProvider, stopHeld:
 			// We gave up on a response, or the provider said waiting
 			// will not help: tell SDKs above us (openai-go,
 			// anthropic-sdk-go) not to send it again.
@@ -119,6 +127,10 @@ func (c *call) result(resp *http.Response, err error) (*http.Response, error) {
 // attempt's own result whether a retry follows, computes the wait, and
 // records the attempt.
 func (c *call) checkRetry(ctx context.Context, _ *http.Response, doErr error) (bool, error) {
+	if c.gaveUp {
+		c.why = stopHeld
+		return false, nil
+	}
 	if doErr != nil && c.err == nil {
 		// The inner http.Client turned a response into an error (a
 		// redirect with a bad Location): it has closed the body.
@@ -129,19 +141,28 @@ func (c *call) checkRetry(ctx context.Context, _ *http.Response, doErr error) (b
 		c.resp, c.err = nil, doErr
 	}
 	why, serverWait, hasServerWait := c.classify(ctx)
+	// Read after classify, which may have spent a while on a slow reply's
+	// body: the deadline/reserve rule counts from now.
+	now := time.Now()
+	held := false
+	if c.co != nil {
+		held = c.co.report(c, why, serverWait, hasServerWait, now)
+	}
 	var wait time.Duration
 	if why == stopNone {
-		// Read after classify, which may have spent a while on a slow
-		// reply's body: the deadline/reserve rule counts from now.
 		deadline, hasDeadline := ctx.Deadline()
-		wait, why = c.p.nextWait(c.retries+1, serverWait, hasServerWait, time.Now(), deadline, hasDeadline)
+		wait, why = c.p.nextWait(c.retries+1, serverWait, hasServerWait, now, deadline, hasDeadline, held)
 	}
 	c.why = why
-	c.record(wait)
+	held = held && why == stopNone
+	c.record(wait, held)
 	if why != stopNone {
 		return false, nil
 	}
 	c.wait = wait
+	if held {
+		c.wait = 0 // the key's gate holds the call instead
+	}
 	c.retries++
 	return true, nil
 }
@@ -233,12 +254,12 @@ func (c *call) isStream() bool {
 }
 
 // record passes the latest attempt to OnAttempt, once.
-func (c *call) record(retryIn time.Duration) {
+func (c *call) record(retryIn time.Duration, held bool) {
 	if c.p.OnAttempt == nil || c.recorded >= c.n {
 		return
 	}
 	c.recorded = c.n
-	c.p.OnAttempt(Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn})
+	c.p.OnAttempt(Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: c.wasProbe, Held: held})
 }
 
 // backoff is go-retryablehttp's Backoff: the wait checkRetry chose.
@@ -260,6 +281,15 @@ func (a *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, c.err
 		}
 		return c.resp, nil
+	}
+	if c.co != nil {
+		probe, err := c.co.admit(r.Context(), c, true)
+		if err != nil {
+			c.resp, c.err, c.gaveUp = nil, err, true
+			return nil, err
+		}
+		c.probe, c.wasProbe = probe, probe
+		defer c.co.sent(true, c.key)
 	}
 	out := *r
 	if c.getBody != nil {

@@ -15,6 +15,7 @@ const (
 	stopDeadline               // the wait would break the deadline/reserve rule
 	stopServerWait             // the server asked for a wait above MaxRetryAfter
 	stopProvider               // the provider says waiting will not help (spent quota, x-should-retry: false)
+	stopHeld                   // coordinated: the provider was down (or asked for a wait) longer than the call could wait
 )
 
 // String names the reason for logs and errors.
@@ -32,6 +33,8 @@ func (s stop) String() string {
 		return "server wait above MaxRetryAfter"
 	case stopProvider:
 		return "the provider says waiting will not help"
+	case stopHeld:
+		return "the provider was down longer than the call could wait"
 	}
 	return "unknown"
 }
@@ -82,11 +85,17 @@ func fullJitter(k int, maxWait time.Duration) time.Duration {
 // nextWait decides whether retry k (1-based within the round) follows and
 // after how long. serverWait is what the server asked for (hasServerWait
 // false when it asked for nothing). now and deadline come from the
-// request's clock and context. p must be resolved.
-func (p *Policy) nextWait(k int, serverWait time.Duration, hasServerWait bool, now, deadline time.Time, hasDeadline bool) (time.Duration, stop) {
+// request's clock and context. held says that the retry waits at a
+// coordinated gate (see Coordination) instead of sleeping the schedule's
+// own wait: only the server's wait is then counted here, and the gate
+// enforces the deadline and reserve while it holds. p must be resolved.
+func (p *Policy) nextWait(k int, serverWait time.Duration, hasServerWait bool, now, deadline time.Time, hasDeadline, held bool) (time.Duration, stop) {
 	wait, ok := p.scheduleWait(k, hasDeadline)
 	if !ok {
 		return 0, stopSpent
+	}
+	if held {
+		wait = 0
 	}
 	if hasServerWait {
 		if serverWait > p.MaxRetryAfter {

@@ -46,8 +46,9 @@ import (
 // through to the base, so nested layers cannot multiply attempts.
 type Transport struct {
 	base   http.RoundTripper
-	policy Policy // resolved by New
-	ready  bool   // false for the zero Transport
+	policy Policy       // resolved by New
+	ready  bool         // false for the zero Transport
+	coord  *coordinator // nil unless made by NewCoordinated
 }
 
 // New returns a Transport that sends through base (http.DefaultTransport if
@@ -127,6 +128,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 		out.Body, _ = getBody()
 		out.GetBody = getBody
+	}
+	if t.coord != nil {
+		return t.roundTripCoordinated(base, req, out, getBody, cp)
 	}
 	resp, err := normalize(base.RoundTrip(out))
 	if err == nil && resp.StatusCode < 400 {

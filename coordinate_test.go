@@ -1,0 +1,605 @@
+package llmretry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// window is a span of provider time, since its start.
+type window struct{ from, to time.Duration }
+
+// flaky is an in-memory provider for coordination tests: inside any of its
+// down windows it answers fault at once; otherwise the answer, gen after
+// the request arrives. It records every request's arrival and end, and
+// starts no goroutine, so it runs inside a synctest bubble.
+type flaky struct {
+	start time.Time
+	down  []window
+	fault step
+	gen   time.Duration
+
+	mu    sync.Mutex
+	spans []window // per request: arrival and end
+	keys  []string // per request: its Authorization header
+}
+
+// newFlaky starts a provider now.
+func newFlaky(fault step, gen time.Duration, down ...window) *flaky {
+	return &flaky{start: time.Now(), down: down, fault: fault, gen: gen}
+}
+
+func (f *flaky) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	at := time.Since(f.start)
+	f.mu.Lock()
+	i := len(f.spans)
+	f.spans = append(f.spans, window{at, at})
+	f.keys = append(f.keys, req.Header.Get("Authorization"))
+	f.mu.Unlock()
+	end := func() {
+		f.mu.Lock()
+		f.spans[i].to = time.Since(f.start)
+		f.mu.Unlock()
+	}
+	defer end()
+	for _, w := range f.down {
+		if at >= w.from && at < w.to {
+			if f.fault.err != nil {
+				return nil, f.fault.err
+			}
+			h := f.fault.header.Clone()
+			if h == nil {
+				h = http.Header{}
+			}
+			return &http.Response{StatusCode: f.fault.status, Status: strconv.Itoa(f.fault.status) + " " + http.StatusText(f.fault.status), Header: h,
+				Body: io.NopCloser(strings.NewReader(f.fault.body)), ContentLength: -1, Request: req}, nil
+		}
+	}
+	if err := sleep(req.Context(), f.gen); err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(`{"answer":42}`)), ContentLength: -1, Request: req}, nil
+}
+
+// arrivals returns when each request arrived.
+func (f *flaky) arrivals() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var at []time.Duration
+	for _, s := range f.spans {
+		at = append(at, s.from)
+	}
+	return at
+}
+
+// maxInFlight returns the most requests in flight at once among those
+// that arrived within w.
+func (f *flaky) maxInFlight(w window) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	most := 0
+	for _, a := range f.spans {
+		if a.from < w.from || a.from >= w.to {
+			continue
+		}
+		n := 0
+		for _, b := range f.spans {
+			if b.from >= w.from && b.from < w.to && b.from <= a.from && (b.to > a.from || b == a) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// holds collects Policy.OnHold records.
+type holds struct {
+	mu  sync.Mutex
+	all []Hold
+}
+
+func (h *holds) on(x Hold) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.all = append(h.all, x)
+}
+
+// ended returns the records of ended holds, by outcome.
+func (h *holds) ended() map[HoldOutcome]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := map[HoldOutcome]int{}
+	for _, x := range h.all {
+		if x.Outcome != HoldWaiting {
+			m[x.Outcome]++
+		}
+	}
+	return m
+}
+
+// callResult is what one call got, and when, since the provider started.
+type callResult struct {
+	err error
+	at  time.Duration
+}
+
+// callMany makes n calls through rt, the i-th starting at i*stagger, each
+// under its own deadline, and returns their results once all have ended.
+func callMany(t *testing.T, rt http.RoundTripper, start time.Time, n int, stagger, deadline time.Duration, header func(i int) string) []callResult {
+	t.Helper()
+	results := make([]callResult, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * stagger)
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "POST", "https://api.example.com/v1/chat", strings.NewReader(`{"q":1}`))
+			if err != nil {
+				results[i] = callResult{err: err}
+				return
+			}
+			if header != nil {
+				req.Header.Set("Authorization", header(i))
+			}
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					err = errors.New(resp.Status)
+				}
+			}
+			results[i] = callResult{err: err, at: time.Since(start)}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// hostWaits is the seed's host schedule.
+var hostWaits = []time.Duration{15 * time.Second, 45 * time.Second, 2 * time.Minute, 4 * time.Minute}
+
+func TestCoordinatedOutageOneProbeAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const calls, recovery, gen = 20, 60 * time.Second, time.Second
+		p := newFlaky(fail(502), gen, window{0, recovery})
+		var h holds
+		var mu sync.Mutex
+		var probes []Attempt
+		rt, err := NewCoordinated(p, Policy{Waits: hostWaits, Reserve: time.Minute, OnHold: h.on, OnAttempt: func(a Attempt) {
+			if a.Probe {
+				mu.Lock()
+				probes = append(probes, a)
+				mu.Unlock()
+			}
+		}}, Coordination{})
+		require.NoError(t, err)
+
+		results := callMany(t, rt, p.start, calls, 0, 8*time.Minute, nil)
+
+		for i, r := range results {
+			require.NoError(t, r.err, "call %d", i)
+			// Recovery lag: at most a probe interval, the probe's
+			// generation, the release spread and the call's own.
+			assert.Less(t, r.at-recovery, DefaultProbeInterval+gen+DefaultReleaseSpread+gen, "call %d", i)
+		}
+		at := p.arrivals()
+		// The calls start together: the first ones to be sent fail at
+		// once (502) and mark the key down, and the rest are held before
+		// their first attempt.
+		var first, during []time.Duration // at 0 s; the probes during the outage
+		for _, a := range at {
+			switch {
+			case a == 0:
+				first = append(first, a)
+			case a < recovery:
+				during = append(during, a)
+			}
+		}
+		require.NotEmpty(t, first)
+		assert.Equal(t, 1, p.maxInFlight(window{time.Nanosecond, recovery}), "one probe at a time during the outage")
+		prev := time.Duration(0)
+		for _, a := range during {
+			gap := a - prev
+			assert.GreaterOrEqual(t, gap, DefaultProbeInterval*4/5, "probe gap")
+			assert.LessOrEqual(t, gap, DefaultProbeInterval, "probe gap")
+			prev = a
+		}
+		// Everyone's first attempt, the probes, then one attempt per call
+		// after the recovery (the successful probe among them).
+		assert.Equal(t, len(first)+len(during)+calls, len(at), "attempts: %v", at)
+		assert.GreaterOrEqual(t, len(during), int(recovery/DefaultProbeInterval)-1)
+		assert.LessOrEqual(t, len(during), int(recovery*5/(DefaultProbeInterval*4))+1)
+		mu.Lock()
+		assert.Len(t, probes, len(during)+1, "Attempt.Probe marks every probe, the one that got through too")
+		mu.Unlock()
+		ended := h.ended()
+		assert.Equal(t, len(during)+1, ended[HoldProbe], "holds that ended as the probe")
+		assert.Equal(t, calls-1, ended[HoldReleased], "holds that ended in a release")
+
+		// The release is spread, not all in one instant, and within the
+		// spread after the successful probe's answer.
+		var after []time.Duration
+		for _, a := range at {
+			if a >= recovery {
+				after = append(after, a)
+			}
+		}
+		released := after[1:]
+		assert.Greater(t, released[len(released)-1]-released[0], time.Duration(0), "released in a spread")
+		assert.Less(t, released[len(released)-1]-after[0], gen+DefaultReleaseSpread, "released within the spread")
+	})
+}
+
+func TestCoordinatedNewCallsAreHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(refused, time.Second, window{0, 12 * time.Second})
+		var h holds
+		rt, err := NewCoordinated(p, Policy{OnHold: h.on}, Coordination{ProbeInterval: 10 * time.Second})
+		require.NoError(t, err)
+		// The first call fails (refused), marking the key down; the other
+		// four start during the outage and are held, not sent.
+		results := callMany(t, rt, p.start, 5, time.Second, 5*time.Minute, nil)
+		for _, r := range results {
+			assert.NoError(t, r.err)
+		}
+		at := p.arrivals()
+		assert.Equal(t, time.Duration(0), at[0])
+		for _, a := range at[1:] {
+			assert.GreaterOrEqual(t, a, 8*time.Second, "nothing but the probe is sent while the key is down: %v", at)
+		}
+		// 0: the first call; ~8–10 s: a probe, refused; ~16–20 s: a probe
+		// that gets through; then the other four.
+		assert.Len(t, at, 7, "%v", at)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, x := range h.all {
+			assert.Equal(t, HoldDown, x.Reason)
+			assert.Equal(t, "api.example.com", x.Key, "no credential, no hash")
+		}
+		starts := 0
+		for _, x := range h.all {
+			if x.Outcome == HoldWaiting {
+				starts++
+				assert.True(t, x.End.IsZero())
+			}
+		}
+		assert.GreaterOrEqual(t, starts, 5, "every call was held")
+		assert.Equal(t, 2*starts, len(h.all), "every hold has a start and an end record")
+	})
+}
+
+func TestCoordinatedServerWaitHoldsTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The provider rate-limits with Retry-After: 30 until 30 s; calls
+		// start over the first 20 s.
+		p := newFlaky(fail(429, "Retry-After", "30"), time.Second, window{0, 30 * time.Second})
+		var h holds
+		rt, err := NewCoordinated(p, Policy{Waits: hostWaits, Reserve: time.Minute, OnHold: h.on}, Coordination{})
+		require.NoError(t, err)
+		results := callMany(t, rt, p.start, 20, time.Second, 8*time.Minute, nil)
+		for _, r := range results {
+			assert.NoError(t, r.err)
+		}
+		at := p.arrivals()
+		assert.Equal(t, time.Duration(0), at[0])
+		for _, a := range at[1:] {
+			assert.GreaterOrEqual(t, a, 30*time.Second, "nothing is sent before the server's wait is over")
+			assert.Less(t, a, 30*time.Second+DefaultReleaseSpread, "everyone goes within the spread")
+		}
+		assert.Len(t, at, 21, "one 429, then one attempt per call")
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, x := range h.all {
+			assert.Equal(t, HoldServerWait, x.Reason, x.String())
+		}
+	})
+}
+
+func TestCoordinatedGivesUpWithoutSending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(529), time.Second, window{0, time.Hour})
+		var h holds
+		rt, err := NewCoordinated(p, Policy{Waits: hostWaits, Reserve: time.Minute, OnHold: h.on}, Coordination{ProbeInterval: 20 * time.Second})
+		require.NoError(t, err)
+		key := "sk-secret-value-0123456789"
+		// Deadline 3 min, reserve 1 min: each call may wait until 2 min.
+		results := callMany(t, rt, p.start, 2, 90*time.Second, 3*time.Minute, func(int) string { return "Bearer " + key })
+
+		for i, r := range results {
+			require.Error(t, r.err)
+			var ex *Exhausted
+			require.ErrorAs(t, r.err, &ex)
+			var down *DownError
+			require.ErrorAs(t, r.err, &down, "call %d", i)
+			assert.Equal(t, time.Duration(i)*90*time.Second+2*time.Minute, r.at, "call %d gives up at its deadline minus the reserve", i)
+			assert.Equal(t, p.start, down.Since)
+			assert.Equal(t, r.at, down.For, "down since the first 529")
+			assert.Contains(t, r.err.Error(), "down for "+r.at.String())
+			assert.Contains(t, r.err.Error(), "last failure: 529")
+			assert.NotContains(t, r.err.Error(), key)
+			assert.True(t, strings.HasPrefix(down.Key, "api.example.com#"), down.Key)
+		}
+		// The first call: its own attempt, then probes at most 20 s apart
+		// until 2 min; the second call, started at 90 s, is held and
+		// probes in its turn; nothing after either call gave up.
+		at := p.arrivals()
+		assert.Equal(t, time.Duration(0), at[0])
+		for _, a := range at {
+			assert.Less(t, a, 3*time.Minute+30*time.Second, "nothing sent after the last call gave up")
+		}
+		assert.Equal(t, 1, p.maxInFlight(window{time.Nanosecond, time.Hour}))
+		assert.Equal(t, 2, h.ended()[HoldGaveUp])
+	})
+}
+
+func TestCoordinatedServerWaitAboveMaxRetryAfterGivesUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(429, "Retry-After", "120"), time.Second, window{0, time.Hour})
+		rt, err := NewCoordinated(p, Policy{}, Coordination{})
+		require.NoError(t, err)
+		ctx := context.Background()
+		// The first call honours 2 min (its MaxRetryAfter is 5 min): the
+		// key is held until then.
+		done := make(chan error, 1)
+		go func() {
+			resp, err := rt.RoundTrip(mustRequest(t, ctx))
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		time.Sleep(time.Second)
+		// A second call whose policy honours at most 1 min gives up at once.
+		req := mustRequest(t, WithPolicy(ctx, Policy{MaxRetryAfter: time.Minute}))
+		start := time.Now()
+		_, err = rt.RoundTrip(req)
+		var down *DownError
+		require.ErrorAs(t, err, &down)
+		assert.Equal(t, time.Duration(0), time.Since(start))
+		assert.Equal(t, 119*time.Second, down.Left)
+		assert.True(t, down.Since.IsZero(), "a 429 does not mark the key down")
+		assert.Contains(t, err.Error(), "asking to wait 1m59s more")
+		assert.Len(t, p.arrivals(), 1, "the second call sent nothing")
+		<-done
+	})
+}
+
+func TestCoordinatedKeysAreHostAndCredential(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Key A is refused for ten minutes; key B works.
+		var mu sync.Mutex
+		var sent []string
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent = append(sent, req.URL.Host+" "+req.Header.Get("Authorization"))
+			mu.Unlock()
+			if req.Header.Get("Authorization") == "Bearer A" && req.URL.Host == "api.example.com" {
+				return nil, refused.err
+			}
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+		})
+		rt, err := NewCoordinated(base, Policy{Waits: []time.Duration{time.Minute}}, Coordination{})
+		require.NoError(t, err)
+		ctxA, cancelA := context.WithCancel(context.Background())
+		doneA := make(chan error)
+		go func() {
+			req := mustRequest(t, ctxA)
+			req.Header.Set("Authorization", "Bearer A")
+			_, err := rt.RoundTrip(req)
+			doneA <- err
+		}()
+		defer func() {
+			cancelA()
+			assert.ErrorIs(t, <-doneA, context.Canceled, "key A's call was still held")
+		}()
+		time.Sleep(time.Second) // key A is down now
+		for _, c := range []struct{ host, auth string }{
+			{"api.example.com", "Bearer B"},   // another credential
+			{"other.example.com", "Bearer A"}, // another host
+			{"api.example.com", ""},           // no credential
+		} {
+			req := mustRequest(t, context.Background())
+			req.URL.Host = c.host
+			if c.auth != "" {
+				req.Header.Set("Authorization", c.auth)
+			}
+			start := time.Now()
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err, c.host+" "+c.auth)
+			resp.Body.Close()
+			assert.Equal(t, time.Duration(0), time.Since(start), "%s %s is not held by key A", c.host, c.auth)
+		}
+		synctest.Wait()
+		mu.Lock()
+		assert.Len(t, sent, 4, "%v", sent)
+		mu.Unlock()
+
+		co := rt.coord
+		a1 := mustRequest(t, context.Background())
+		a1.Header.Set("Authorization", "Bearer A")
+		a2 := a1.Clone(context.Background())
+		assert.Equal(t, co.keyOf(a1), co.keyOf(a2), "same host and credential: same key")
+		b := a1.Clone(context.Background())
+		b.Header.Set("Authorization", "Bearer B")
+		assert.NotEqual(t, co.keyOf(a1), co.keyOf(b))
+		g1 := mustRequest(t, context.Background())
+		g1.URL.RawQuery = "key=AIzaOne"
+		g2 := mustRequest(t, context.Background())
+		g2.URL.RawQuery = "key=AIzaTwo"
+		assert.NotEqual(t, co.keyOf(g1), co.keyOf(g2), "Gemini's key= query value is a credential")
+		x := mustRequest(t, context.Background())
+		x.Header.Set("X-Goog-Api-Key", "AIzaThree")
+		assert.NotContains(t, co.keyOf(x).String(), "AIza")
+		assert.Regexp(t, `^api\.example\.com#[0-9a-f]{8}$`, co.keyOf(x).String())
+	})
+}
+
+func TestCoordinatedRetryBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 429 without a server wait, taking 500 ms each, for a minute: the
+		// key is never down, so each call retries on its own schedule
+		// (every second), within the budget: max(3, 0.2 × 40) = 8.
+		const calls = 40
+		p := newFlaky(fail(429), 0, window{0, time.Minute})
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if err := sleep(req.Context(), 500*time.Millisecond); err != nil {
+				return nil, err
+			}
+			return p.RoundTrip(req)
+		})
+		var h holds
+		rt, err := NewCoordinated(base, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second, OnHold: h.on}, Coordination{})
+		require.NoError(t, err)
+		results := callMany(t, rt, p.start, calls, 0, 3*time.Minute, nil)
+		for _, r := range results {
+			assert.NoError(t, r.err)
+		}
+		// Requests reach p 500 ms after they are sent, and leave at once
+		// (429) or after 0 s: in flight at the base means p.spans shifted;
+		// count concurrency of retries by their arrival in windows of
+		// 500 ms instead.
+		at := p.arrivals()
+		perWindow := map[time.Duration]int{}
+		for _, a := range at[calls:] {
+			if a < time.Minute {
+				perWindow[a/(500*time.Millisecond)]++
+			}
+		}
+		most := 0
+		for _, n := range perWindow {
+			most = max(most, n)
+		}
+		assert.LessOrEqual(t, most, 8, "retries in flight stay within the budget")
+		assert.Positive(t, h.ended()[HoldReleased], "some retries were held by the budget")
+		h.mu.Lock()
+		for _, x := range h.all {
+			assert.Equal(t, HoldBudget, x.Reason)
+		}
+		h.mu.Unlock()
+
+		// Without coordination, every call retries every second.
+		p2 := newFlaky(fail(429), 0, window{0, time.Minute})
+		base2 := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if err := sleep(req.Context(), 500*time.Millisecond); err != nil {
+				return nil, err
+			}
+			return p2.RoundTrip(req)
+		})
+		plain, err := New(base2, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second})
+		require.NoError(t, err)
+		callMany(t, plain, p2.start, calls, 0, 3*time.Minute, nil)
+		t.Logf("attempts in the minute of 429s: coordinated %d, independent %d", len(at), len(p2.arrivals()))
+		assert.LessOrEqual(t, len(at), calls+8*int(time.Minute/(500*time.Millisecond))+8, "8 retries of 500 ms at a time, for a minute")
+		assert.Less(t, len(at), len(p2.arrivals())*2/3, "the budget cuts the retries")
+	})
+}
+
+func TestCoordinatedFlapHoldsTheRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Up for one instant at 30 s (the probe gets through), down again
+		// from 30 s + 1 ns to 2 min, then up.
+		const calls = 30
+		p := newFlaky(fail(503), time.Second, window{0, 30 * time.Second}, window{30*time.Second + 1, 2 * time.Minute})
+		rt, err := NewCoordinated(p, Policy{Waits: hostWaits, Reserve: time.Minute}, Coordination{ProbeInterval: 10 * time.Second})
+		require.NoError(t, err)
+		results := callMany(t, rt, p.start, calls, 0, 8*time.Minute, nil)
+		for _, r := range results {
+			assert.NoError(t, r.err)
+		}
+		at := p.arrivals()
+		// After the flap up at ~30 s, the first released call's 503 marks
+		// the key down again: the rest are held, not sent into the outage.
+		var flap int
+		for _, a := range at[calls:] {
+			if a > 30*time.Second && a < 2*time.Minute {
+				flap++
+			}
+		}
+		assert.Less(t, flap, calls/2, "a flap costs a few attempts, not one per held call: %v", at)
+	})
+}
+
+func TestCoordinatedCancelWhileHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(502), time.Second, window{0, time.Hour})
+		var h holds
+		rt, err := NewCoordinated(p, Policy{OnHold: h.on}, Coordination{})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(2*time.Second, cancel)
+		_, err = rt.RoundTrip(mustRequest(t, ctx))
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, 2*time.Second, time.Since(p.start))
+		assert.Equal(t, 1, h.ended()[HoldCanceled])
+		rt.coord.mu.Lock()
+		assert.Len(t, rt.coord.keys, 1, "the key stays down for later calls")
+		rt.coord.mu.Unlock()
+	})
+}
+
+func TestCoordinatedForgetsIdleKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(502), 0, window{0, 3 * time.Second})
+		rt, err := NewCoordinated(p, Policy{}, Coordination{ProbeInterval: time.Second})
+		require.NoError(t, err)
+		results := callMany(t, rt, p.start, 3, 0, time.Hour, func(i int) string { return "Bearer " + string(rune('a'+i)) })
+		for _, r := range results {
+			assert.NoError(t, r.err)
+		}
+		rt.coord.mu.Lock()
+		defer rt.coord.mu.Unlock()
+		assert.Empty(t, rt.coord.keys, "no call, nothing down: nothing kept")
+	})
+}
+
+func TestCoordinationValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Coordination
+		want string
+	}{
+		{"negative probe interval", Coordination{ProbeInterval: -time.Second}, "ProbeInterval is negative"},
+		{"negative spread", Coordination{ReleaseSpread: -1}, "ReleaseSpread is negative"},
+		{"budget above 1", Coordination{RetryBudget: 1.5}, "RetryBudget is 1.5"},
+		{"negative budget", Coordination{RetryBudget: -0.1}, "RetryBudget is -0.1"},
+		{"negative min retries", Coordination{MinRetries: -2}, "MinRetries is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt, err := NewCoordinated(nil, Policy{}, tc.c)
+			assert.Nil(t, rt)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "llmretry: "))
+		})
+	}
+	rt, err := NewCoordinated(nil, Policy{Reserve: -1}, Coordination{})
+	assert.Nil(t, rt)
+	assert.ErrorContains(t, err, "Policy.Reserve is negative")
+	assert.NoError(t, Coordination{RetryBudget: 1}.Validate())
+}
+
+// mustRequest returns a POST with a JSON body under ctx.
+func mustRequest(t *testing.T, ctx context.Context) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "POST", "https://api.example.com/v1/chat", strings.NewReader(`{"q":1}`))
+	require.NoError(t, err)
+	return req
+}
