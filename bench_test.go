@@ -56,10 +56,19 @@ func BenchmarkSuccessPath(b *testing.B) {
 		}
 		return rt
 	}
+	coordinated := func(base http.RoundTripper) http.RoundTripper {
+		rt, err := NewCoordinated(base, Policy{}, Coordination{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return rt
+	}
 	b.Run("memory/bare", func(b *testing.B) { benchmarkSuccess(b, memBase{}, "http://mem.test/v1") })
 	b.Run("memory/llmretry", func(b *testing.B) { benchmarkSuccess(b, wrapped(memBase{}), "http://mem.test/v1") })
+	b.Run("memory/coordinated", func(b *testing.B) { benchmarkSuccess(b, coordinated(memBase{}), "http://mem.test/v1") })
 	b.Run("loopback/bare", func(b *testing.B) { benchmarkSuccess(b, loop, srv.URL) })
 	b.Run("loopback/llmretry", func(b *testing.B) { benchmarkSuccess(b, wrapped(loop), srv.URL) })
+	b.Run("loopback/coordinated", func(b *testing.B) { benchmarkSuccess(b, coordinated(loop), srv.URL) })
 }
 
 // getBodyCounter counts GetBody calls.
@@ -71,10 +80,15 @@ func (g *getBodyCounter) getBody() (io.ReadCloser, error) {
 }
 
 // The success path's cost is a test, not only a benchmark: at most 6
-// allocations more than the bare transport (the target; 2 today), and no
-// copy of a body that has GetBody (GetBody is never called).
+// allocations more than the bare transport (the target; 2 today, 4 with
+// coordination), and no copy of a body that has GetBody (GetBody is never
+// called).
 func TestSuccessPathCost(t *testing.T) {
 	rt, err := New(memBase{}, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	co, err := NewCoordinated(memBase{}, Policy{}, Coordination{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +106,15 @@ func TestSuccessPathCost(t *testing.T) {
 	}
 	bare := testing.AllocsPerRun(200, send(memBase{}))
 	wrapped := testing.AllocsPerRun(200, send(rt))
+	coordinated := testing.AllocsPerRun(200, send(co))
 	if extra := wrapped - bare; extra > 6 {
 		t.Errorf("success path costs %.0f allocations more than the bare transport; the target is at most 6", extra)
+	}
+	if extra := coordinated - bare; extra > 6 {
+		t.Errorf("coordinated success path costs %.0f allocations more than the bare transport; the target is at most 6", extra)
 	}
 	if g.calls != 0 {
 		t.Errorf("GetBody called %d times on the success path; want 0 (no body copies)", g.calls)
 	}
-	t.Logf("allocs/op: bare %.0f, llmretry %.0f", bare, wrapped)
+	t.Logf("allocs/op: bare %.0f, llmretry %.0f, coordinated %.0f", bare, wrapped, coordinated)
 }

@@ -65,6 +65,45 @@ func ExampleNew() {
 	// 200 {"answer":42}
 }
 
+// A coordinated Transport holds the calls to a provider that is down and
+// sends one probe at a time; the record says who waited, and why. (One call
+// here, with a probe interval of 20 ms; in production many calls share the
+// probes, at most 5 s apart.)
+func ExampleNewCoordinated() {
+	srv := flakyProvider(2)
+	defer srv.Close()
+
+	rt, err := llmretry.NewCoordinated(nil, llmretry.Policy{
+		OnAttempt: func(a llmretry.Attempt) {
+			fmt.Printf("attempt %d: %s probe=%v held=%v\n", a.N, a.Response.Status, a.Probe, a.Held)
+		},
+		OnHold: func(h llmretry.Hold) {
+			fmt.Printf("  hold (%v): %v\n", h.Reason, h.Outcome)
+		},
+	}, llmretry.Coordination{ProbeInterval: 20 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := &http.Client{Transport: rt}
+
+	resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body))
+	// Output:
+	// attempt 1: 503 Service Unavailable probe=false held=true
+	//   hold (provider down): waiting
+	//   hold (provider down): sent as the probe
+	// attempt 2: 503 Service Unavailable probe=true held=true
+	//   hold (provider down): waiting
+	//   hold (provider down): sent as the probe
+	// attempt 3: 200 OK probe=true held=false
+	// 200 {"answer":42}
+}
+
 // One shared client serves agents with different policies: WithPolicy puts
 // an agent's policy on the context of its requests.
 func ExampleWithPolicy() {

@@ -251,6 +251,7 @@ func (co *coordinator) admit(ctx context.Context, c *call, retry bool) (bool, er
 		if h == nil {
 			h = c.beginHold(k.name, g, now)
 		}
+		down.Reason = holdReason(g)
 		cannot := g == gateWait && until.Sub(now) > c.p.MaxRetryAfter
 		if hasDeadline {
 			cannot = cannot || !now.Before(giveUp) || (g == gateWait && until.After(giveUp))

@@ -111,18 +111,22 @@ type holding struct {
 
 // beginHold starts the record of a hold of c on key for the reason g.
 func (c *call) beginHold(key string, g gate, now time.Time) *holding {
-	reason := HoldDown
-	switch g {
-	case gateWait:
-		reason = HoldServerWait
-	case gateBudget:
-		reason = HoldBudget
-	}
-	h := &holding{Hold: Hold{Request: c.req, Key: key, Reason: reason, Start: now}, on: c.p.OnHold}
+	h := &holding{Hold: Hold{Request: c.req, Key: key, Reason: holdReason(g), Start: now}, on: c.p.OnHold}
 	if h.on != nil {
 		h.on(h.Hold)
 	}
 	return h
+}
+
+// holdReason is the reason for a closed gate g.
+func holdReason(g gate) HoldReason {
+	switch g {
+	case gateWait:
+		return HoldServerWait
+	case gateBudget:
+		return HoldBudget
+	}
+	return HoldDown
 }
 
 // end records how the hold ended. A nil h (no hold) does nothing.
@@ -137,12 +141,14 @@ func (h *holding) end(o HoldOutcome) {
 }
 
 // DownError is why a coordinated call ended without sending its next
-// attempt: its provider key was down, or under a server wait, for longer
-// than the call could wait (see Coordination). RoundTrip returns it
-// wrapped in an *Exhausted; errors.As finds it.
+// attempt: its provider key was down, under a server wait, or out of retry
+// budget for longer than the call could wait (see Coordination).
+// RoundTrip returns it wrapped in an *Exhausted; errors.As finds it.
 type DownError struct {
 	// Key names the provider key (host and credential hash).
 	Key string
+	// Reason is what held the call last.
+	Reason HoldReason
 	// Since is when the key went down, and For how long it had been down
 	// when the call gave up; both zero if it was held only by a server
 	// wait.
@@ -172,6 +178,9 @@ func (e *DownError) Error() string {
 	}
 	if !e.Until.IsZero() {
 		s += fmt.Sprintf(" asking to wait %v more", e.Left.Round(time.Millisecond))
+	}
+	if e.Since.IsZero() && e.Until.IsZero() {
+		s += ": " + e.Reason.String()
 	}
 	s += fmt.Sprintf(": held %v, could wait no longer", e.Waited.Round(time.Millisecond))
 	if e.Last != nil {

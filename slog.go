@@ -16,6 +16,9 @@ import (
 //	error         the attempt's error
 //	retry_in      the wait before the next attempt, when one follows
 //	              after a wait above zero
+//	probe         true, when the attempt was its provider key's probe
+//	held          true, when the next attempt is held until the provider
+//	              is back (see Coordination)
 //
 // A successful attempt is logged at slog.LevelInfo, a failed one (an error
 // or a status of 400 or above) at slog.LevelWarn; nothing is built when the
@@ -47,7 +50,7 @@ func LogAttempts(l *slog.Logger) func(Attempt) {
 		if !logger.Enabled(ctx, level) {
 			return
 		}
-		attrs := make([]slog.Attr, 0, 7)
+		attrs := make([]slog.Attr, 0, 9)
 		if a.Request != nil {
 			attrs = append(attrs, slog.String("method", a.Request.Method), slog.String("url", redactURL(a.Request.URL)))
 		}
@@ -61,6 +64,55 @@ func LogAttempts(l *slog.Logger) func(Attempt) {
 		if a.RetryIn > 0 {
 			attrs = append(attrs, slog.Duration("retry_in", a.RetryIn))
 		}
+		if a.Probe {
+			attrs = append(attrs, slog.Bool("probe", true))
+		}
+		if a.Held {
+			attrs = append(attrs, slog.Bool("held", true))
+		}
 		logger.LogAttrs(ctx, level, "llmretry attempt", attrs...)
+	}
+}
+
+// LogHolds returns a Policy.OnHold that writes coordinated holds (see
+// Coordination) to l: one line when a hold begins and one when it ends,
+// with the message "llmretry hold" and the fields
+//
+//	method, url   the request (no query, no user information)
+//	key           the provider key: host and credential hash
+//	reason        why the call is held (provider down, server wait, …)
+//	outcome       waiting, or how the hold ended (sent as the probe,
+//	              released, gave up, canceled)
+//	held          how long the call was held, once the hold has ended
+//
+// A hold that gave up is logged at slog.LevelWarn, every other record at
+// slog.LevelInfo. A nil l means slog.Default(), looked up at each record.
+// The returned function is safe for concurrent use if l's handler is.
+func LogHolds(l *slog.Logger) func(Hold) {
+	return func(h Hold) {
+		logger := l
+		if logger == nil {
+			logger = slog.Default()
+		}
+		ctx := context.Background()
+		if h.Request != nil {
+			ctx = h.Request.Context()
+		}
+		level := slog.LevelInfo
+		if h.Outcome == HoldGaveUp {
+			level = slog.LevelWarn
+		}
+		if !logger.Enabled(ctx, level) {
+			return
+		}
+		attrs := make([]slog.Attr, 0, 6)
+		if h.Request != nil {
+			attrs = append(attrs, slog.String("method", h.Request.Method), slog.String("url", redactURL(h.Request.URL)))
+		}
+		attrs = append(attrs, slog.String("key", h.Key), slog.String("reason", h.Reason.String()), slog.String("outcome", h.Outcome.String()))
+		if !h.End.IsZero() {
+			attrs = append(attrs, slog.Duration("held", h.End.Sub(h.Start)))
+		}
+		logger.LogAttrs(ctx, level, "llmretry hold", attrs...)
 	}
 }

@@ -144,3 +144,52 @@ func TestRedactParams(t *testing.T) {
 		assert.Equal(t, want, redactParams(in), in)
 	}
 }
+
+// Coordinated calls log their holds and probes, and still no credential:
+// not in the key, not in a DownError's last failure.
+func TestLogHoldsNeverLogsCredentials(t *testing.T) {
+	const canary = "CANARY-7f3a9c"
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(step{err: errors.New(`Post "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=` + canary + `": connection refused`)},
+			time.Second, window{0, 8 * time.Second})
+		var buf syncBuffer
+		logger := textLogger(&buf)
+		rt, err := NewCoordinated(p, Policy{OnAttempt: LogAttempts(logger), OnHold: LogHolds(logger)}, Coordination{})
+		require.NoError(t, err)
+		send := func(deadline time.Duration) error {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key="+canary, strings.NewReader(`{}`))
+			require.NoError(t, err)
+			req.Header.Set("X-Goog-Api-Key", canary)
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+		require.NoError(t, send(time.Hour))
+		// The key went down at 0 s and came back at 8 s+; a call now
+		// with less than the reserve left cannot be held at all.
+		require.NoError(t, send(time.Hour), "the key is up again")
+		out := buf.String()
+		assert.NotContains(t, out, canary)
+		assert.Contains(t, out, `msg="llmretry hold"`)
+		assert.Regexp(t, `key=generativelanguage\.googleapis\.com#[0-9a-f]{8} reason="provider down" outcome=waiting`, out)
+		assert.Contains(t, out, `outcome="sent as the probe" held=`)
+		assert.Contains(t, out, "probe=true")
+		assert.Contains(t, out, "held=true")
+
+		// A DownError quoting the last failure, a nested client's error
+		// with the key in its URL.
+		p2 := newFlaky(p.fault, time.Second, window{0, time.Hour})
+		rt2, err := NewCoordinated(p2, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Minute}, Coordination{})
+		require.NoError(t, err)
+		rt = rt2
+		err = send(90 * time.Second)
+		var down *DownError
+		require.ErrorAs(t, err, &down)
+		assert.NotContains(t, err.Error(), canary)
+		assert.Contains(t, err.Error(), "key=…")
+	})
+}
