@@ -25,16 +25,19 @@ import (
 const genTime = 2 * time.Second
 
 // timeline is an in-memory provider that answers fault to every request
-// that reaches it before recovery (measured from start) and, from then on,
-// the answer after genTime. It starts no goroutine and only sleeps on
-// timers, so inside a synctest bubble its minutes pass at once.
+// that reaches it before recovery (measured from start), faultTime after
+// it arrives, and from then on the answer after genTime. It starts no
+// goroutine and only sleeps on timers, so inside a synctest bubble its
+// minutes pass at once.
 type timeline struct {
-	start    time.Time
-	recovery time.Duration
-	fault    reply
+	start     time.Time
+	recovery  time.Duration
+	fault     reply
+	faultTime time.Duration // how long the fault takes to come back (0: at once)
 
-	mu sync.Mutex
-	at []time.Duration // when each attempt reached it, since start
+	mu       sync.Mutex
+	at       []time.Duration // when each attempt reached it, since start
+	faultsAt []time.Duration // when each fault left it, since start
 }
 
 // newTimeline starts the timeline now.
@@ -57,16 +60,23 @@ func (tl *timeline) RoundTrip(req *http.Request) (*http.Response, error) {
 	tl.at = append(tl.at, now)
 	tl.mu.Unlock()
 
-	rep := tl.fault
+	rep, took := tl.fault, tl.faultTime
 	if now >= tl.recovery {
-		t := time.NewTimer(genTime)
+		rep, took = outageAnswer, genTime
+	}
+	if took > 0 {
+		t := time.NewTimer(took)
 		defer t.Stop()
 		select {
 		case <-req.Context().Done():
 			return nil, req.Context().Err()
 		case <-t.C:
 		}
-		rep = outageAnswer
+	}
+	if now < tl.recovery {
+		tl.mu.Lock()
+		tl.faultsAt = append(tl.faultsAt, time.Since(tl.start))
+		tl.mu.Unlock()
 	}
 	if rep.err != nil {
 		return nil, rep.err
@@ -79,6 +89,13 @@ func (tl *timeline) attempts() []time.Duration {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	return slices.Clone(tl.at)
+}
+
+// faults returns when each fault left the provider, since start, in order.
+func (tl *timeline) faults() []time.Duration {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return slices.Clone(tl.faultsAt)
 }
 
 // --- The faults ---
