@@ -62,7 +62,9 @@ const (
 //     can wait no longer (a wait past its deadline minus its reserve, or a
 //     server wait above its MaxRetryAfter) ends, without sending, with an
 //     *Exhausted error wrapping a *DownError that says since when and why
-//     the key was held and what its last failure was.
+//     the key was held and what its last failure was. A call without a
+//     deadline is held for as long as its key stays down (only its own
+//     probes spend its retries): give calls a deadline.
 //   - Retries on a call's own schedule, while the key is up (a 429 without
 //     a server wait, a 408), are held while the key's retries in flight
 //     reach max(MinRetries, RetryBudget × its calls in flight). Probes and
