@@ -28,6 +28,7 @@ type flaky struct {
 	down  []window
 	fault step
 	gen   time.Duration
+	slow  time.Duration // how long a fault takes to come back
 
 	mu    sync.Mutex
 	spans []window // per request: arrival and end
@@ -58,6 +59,9 @@ func (f *flaky) RoundTrip(req *http.Request) (*http.Response, error) {
 	defer end()
 	for _, w := range f.down {
 		if at >= w.from && at < w.to {
+			if err := sleep(req.Context(), f.slow); err != nil {
+				return nil, err
+			}
 			if f.fault.err != nil {
 				return nil, f.fault.err
 			}
@@ -141,7 +145,7 @@ type callResult struct {
 
 // callMany makes n calls through rt, the i-th starting at i*stagger, each
 // under its own deadline, and returns their results once all have ended.
-func callMany(t *testing.T, rt http.RoundTripper, start time.Time, n int, stagger, deadline time.Duration, header func(i int) string) []callResult {
+func callMany(t *testing.T, rt http.RoundTripper, start time.Time, n int, stagger, deadline time.Duration, prep func(i int, req *http.Request)) []callResult {
 	t.Helper()
 	results := make([]callResult, n)
 	var wg sync.WaitGroup
@@ -155,8 +159,8 @@ func callMany(t *testing.T, rt http.RoundTripper, start time.Time, n int, stagge
 				results[i] = callResult{err: err}
 				return
 			}
-			if header != nil {
-				req.Header.Set("Authorization", header(i))
+			if prep != nil {
+				prep(i, req)
 			}
 			resp, err := rt.RoundTrip(req)
 			if err == nil {
@@ -321,7 +325,7 @@ func TestCoordinatedGivesUpWithoutSending(t *testing.T) {
 		require.NoError(t, err)
 		key := "sk-secret-value-0123456789"
 		// Deadline 3 min, reserve 1 min: each call may wait until 2 min.
-		results := callMany(t, rt, p.start, 2, 90*time.Second, 3*time.Minute, func(int) string { return "Bearer " + key })
+		results := callMany(t, rt, p.start, 2, 90*time.Second, 3*time.Minute, func(_ int, req *http.Request) { req.Header.Set("Authorization", "Bearer "+key) })
 
 		for i, r := range results {
 			require.Error(t, r.err)
@@ -560,7 +564,7 @@ func TestCoordinatedForgetsIdleKeys(t *testing.T) {
 		p := newFlaky(fail(502), 0, window{0, 3 * time.Second})
 		rt, err := NewCoordinated(p, Policy{}, Coordination{ProbeInterval: time.Second})
 		require.NoError(t, err)
-		results := callMany(t, rt, p.start, 3, 0, time.Hour, func(i int) string { return "Bearer " + string(rune('a'+i)) })
+		results := callMany(t, rt, p.start, 3, 0, time.Hour, func(i int, req *http.Request) { req.Header.Set("Authorization", "Bearer "+string(rune('a'+i))) })
 		for _, r := range results {
 			assert.NoError(t, r.err)
 		}
@@ -626,4 +630,49 @@ func TestDownErrorText(t *testing.T) {
 			assert.Equal(t, tc.e.Last, errors.Unwrap(&tc.e))
 		})
 	}
+}
+
+func TestCoordinatedProbesTakeTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The zero Policy allows 6 retries, and a probe is a retry of the
+		// call that sends it. Three calls through a one-minute outage
+		// need about 13 probes: taken in turns, nobody runs out.
+		p := newFlaky(fail(502), time.Second, window{0, time.Minute})
+		p.slow = 3 * time.Second // a slow edge: probes still go at most 5 s apart
+		var mu sync.Mutex
+		probes := map[string]int{}
+		rt, err := NewCoordinated(p, Policy{OnAttempt: func(a Attempt) {
+			if a.Probe {
+				mu.Lock()
+				probes[a.Request.Header.Get("X-Call")]++
+				mu.Unlock()
+			}
+		}}, Coordination{})
+		require.NoError(t, err)
+		// One key for all three; X-Call (not a credential) tells the
+		// calls apart in the record.
+		results := callMany(t, rt, p.start, 3, 0, 8*time.Minute, func(i int, req *http.Request) { req.Header.Set("X-Call", strconv.Itoa(i)) })
+		for i, r := range results {
+			assert.NoError(t, r.err, "call %d", i)
+		}
+		mu.Lock()
+		total, most, least := 0, 0, 1<<30
+		for _, n := range probes {
+			total, most, least = total+n, max(most, n), min(least, n)
+		}
+		mu.Unlock()
+		assert.Len(t, probes, 3, "every call probed: %v", probes)
+		assert.LessOrEqual(t, most-least, 1, "probes taken in turns: %v", probes)
+		assert.Greater(t, total, DefaultMaxRetries+1, "more probes than one call alone could send")
+		at := p.arrivals()
+		var gaps []time.Duration
+		for i := 1; i < len(at); i++ {
+			if at[i] > 0 && at[i] < time.Minute {
+				gaps = append(gaps, at[i]-at[i-1])
+			}
+		}
+		for _, g := range gaps[1:] {
+			assert.LessOrEqual(t, g, DefaultProbeInterval, "probes are timed from when the previous one was sent: %v", at)
+		}
+	})
 }

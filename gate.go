@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,8 +43,10 @@ type keyState struct {
 	downSince time.Time // when it went down
 	last      error     // the last failure seen
 	probing   bool      // a probe is in flight
+	probeSent time.Time // when the latest probe was sent
 	nextProbe time.Time // no probe before this
 	until     time.Time // the server's wait: nothing is sent before this
+	held      []*call   // the calls held at the gate: the probe's candidates
 
 	changed chan struct{} // closed on any change a held call cares about; nil if nobody waits
 }
@@ -158,14 +161,15 @@ const (
 	gateBudget             // hold: the retry budget is spent
 )
 
-// check says what the gate of key k does now for an attempt (budgeted: a
+// check says what the gate of key k does now for c's attempt (budgeted: a
 // retry on the call's own schedule), and when it next changes by itself
 // (zero: only when something happens). co.mu must be held.
-func (co *coordinator) check(k *keyState, now time.Time, budgeted bool) (gate, time.Time) {
+func (co *coordinator) check(k *keyState, c *call, now time.Time, budgeted bool) (gate, time.Time) {
 	switch {
 	case k.until.After(now):
 		return gateWait, k.until
-	case k.down && k.probing:
+	case k.down && (k.probing || !k.mayProbe(c)):
+		// Another candidate goes first; a change wakes c.
 		return gateDown, time.Time{}
 	case k.down && now.Before(k.nextProbe):
 		return gateDown, k.nextProbe
@@ -175,6 +179,65 @@ func (co *coordinator) check(k *keyState, now time.Time, budgeted bool) (gate, t
 		return gateBudget, time.Time{}
 	}
 	return gateOpen, time.Time{}
+}
+
+// mayProbe reports whether c is the held call that goes as the next probe:
+// the one with the most attempts left (a probe spends one of its sender's
+// retries, so the probes are spread over the calls instead of exhausting
+// one), and of those the one held longest. co.mu must be held.
+func (k *keyState) mayProbe(c *call) bool {
+	for _, o := range k.held {
+		if o != c && (o.left > c.left || o.left == c.left && o.heldSince.Before(c.heldSince)) {
+			return false
+		}
+	}
+	return true
+}
+
+// hold registers c as held on k, once. co.mu must be held.
+func (k *keyState) hold(c *call) {
+	if !c.isHeld {
+		c.isHeld = true
+		k.held = append(k.held, c)
+	}
+}
+
+// unhold removes c from k's held calls, if it is there, and wakes the
+// others when the probe could be waiting for c. co.mu must be held.
+func (co *coordinator) unhold(k *keyState, c *call) {
+	if !c.isHeld {
+		return
+	}
+	c.isHeld = false
+	i := slices.Index(k.held, c)
+	k.held[i] = k.held[len(k.held)-1]
+	k.held[len(k.held)-1] = nil
+	k.held = k.held[:len(k.held)-1]
+	if k.down && !k.probing {
+		co.broadcast(k)
+	}
+}
+
+// attemptsLeft returns how many attempts c may still send, the one at the
+// gate included, by its policy's count (a large number when only the
+// deadline bounds it).
+func (c *call) attemptsLeft(hasDeadline, retry bool) int {
+	p := c.p
+	limit := 1 << 30 // room for +1 on 32-bit platforms
+	if len(p.Waits) == 0 {
+		limit = p.MaxRetries
+	} else {
+		if p.MaxRetries > 0 {
+			limit = p.MaxRetries
+		}
+		if !hasDeadline || p.Waits[len(p.Waits)-1] <= 0 {
+			limit = min(limit, len(p.Waits))
+		}
+	}
+	if !retry {
+		return limit + 1
+	}
+	return limit - c.retries + 1 // c.retries counts the retry at the gate
 }
 
 // admit holds c's next attempt (retry: not its first) until its key lets
@@ -191,20 +254,27 @@ func (co *coordinator) admit(ctx context.Context, c *call, retry bool) (bool, er
 		spread bool     // the random place in the release spread was taken
 		timer  *time.Timer
 	)
+	c.left, c.heldSince = c.attemptsLeft(hasDeadline, retry), time.Now()
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if c.isHeld {
+			co.mu.Lock()
+			co.unhold(k, c)
+			co.mu.Unlock()
 		}
 	}()
 	for {
 		co.mu.Lock()
 		now := time.Now()
-		g, wake := co.check(k, now, retry && !exempt)
+		g, wake := co.check(k, c, now, retry && !exempt)
 		switch g {
 		case gateOpen:
 			if exempt && !spread && co.cfg.ReleaseSpread > 0 {
 				// Released: not all at once.
 				spread = true
+				co.unhold(k, c)
 				co.mu.Unlock()
 				if err := sleep(ctx, rand.N(co.cfg.ReleaseSpread)); err != nil {
 					h.end(HoldCanceled)
@@ -216,8 +286,9 @@ func (co *coordinator) admit(ctx context.Context, c *call, retry bool) (bool, er
 		case gateProbe:
 			probe := g == gateProbe
 			if probe {
-				k.probing = true
+				k.probing, k.probeSent = true, now
 			}
+			co.unhold(k, c)
 			if retry {
 				k.retrying++
 			}
@@ -231,6 +302,7 @@ func (co *coordinator) admit(ctx context.Context, c *call, retry bool) (bool, er
 		}
 
 		// Held.
+		k.hold(c)
 		if g != gateBudget {
 			exempt, spread = true, false
 		}
@@ -347,7 +419,9 @@ func (co *coordinator) update(k *keyState, c *call, why stop, serverWait time.Du
 		k.down, k.downSince, changed = true, now, true
 		k.nextProbe = now.Add(co.probeGap())
 	} else if failedDown && probe {
-		k.nextProbe = now.Add(co.probeGap())
+		// Counted from when the probe was sent, so that a slow failure
+		// does not stretch the time between probes.
+		k.nextProbe = k.probeSent.Add(co.probeGap())
 	}
 	if hasServerWait && serverWait > 0 && serverWait <= c.p.MaxRetryAfter {
 		if u := now.Add(serverWait); u.After(k.until) {

@@ -42,6 +42,11 @@ type call struct {
 	wasProbe bool // the latest attempt went as the probe
 	reported int  // attempts reported to the key
 	gaveUp   bool // the gate refused the next attempt: c.err is a *DownError
+
+	// The call as a candidate for the probe, guarded by coordinator.mu.
+	isHeld    bool      // in its key's held list
+	left      int       // attempts it may still send
+	heldSince time.Time // when it reached the gate
 }
 
 // run takes over after a failed first attempt (resp, err) and drives
