@@ -29,7 +29,7 @@ const writeTableEnv = "LLMRETRY_WRITE_TABLE"
 //	cd interop && LLMRETRY_WRITE_TABLE=1 go test -run TestOutageTable -count=1 .
 func TestOutageTable(t *testing.T) {
 	cells := runOutageTable(t)
-	table := renderTable(cells, outageSamples)
+	table := renderTable(cells, outageSamples) + renderCrowd(runCrowds(t))
 	t.Log("\n" + table)
 	if os.Getenv(writeTableEnv) == "1" {
 		path := filepath.Join("..", "docs", "outage-table.md")
