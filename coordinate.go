@@ -143,8 +143,11 @@ func (c Coordination) resolved() Coordination {
 // Turn it on when one Transport carries many concurrent calls to the same
 // provider (an agent host running many turns): during an outage the
 // provider then sees one probe at a time instead of every call's retries,
-// and the calls go again within a probe interval of its recovery. A
-// Transport that carries one call at a time gains little from it.
+// and the calls go again within a probe interval of its recovery. The
+// probes cost per key, not per call: a Transport that carries only a few
+// calls at a time sends more attempts with it (one probe every 4–5 s while
+// the provider is down) than its calls' own schedules would, in exchange
+// for answering within seconds of the recovery.
 func NewCoordinated(base http.RoundTripper, p Policy, c Coordination) (*Transport, error) {
 	if err := errors.Join(p.Validate(), c.Validate()); err != nil {
 		return nil, err
