@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -675,4 +676,129 @@ func TestCoordinatedProbesTakeTurns(t *testing.T) {
 			assert.LessOrEqual(t, g, DefaultProbeInterval, "probes are timed from when the previous one was sent: %v", at)
 		}
 	})
+}
+
+// flappingProvider flips between down and up at random moments, per host:
+// down answers one of several faults (502, 529, refused, 429 with a short
+// Retry-After), up answers after a random generation time.
+type flappingProvider struct {
+	start time.Time
+	flips map[string][]time.Duration // per host: the moments it flips, starting down
+}
+
+func (c *flappingProvider) down(host string, at time.Duration) bool {
+	down := true
+	for _, f := range c.flips[host] {
+		if at < f {
+			break
+		}
+		down = !down
+	}
+	return down
+}
+
+func (c *flappingProvider) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	at := time.Since(c.start)
+	if c.down(req.URL.Host, at) {
+		if err := sleep(req.Context(), time.Duration(rand.N(300))*time.Millisecond); err != nil {
+			return nil, err
+		}
+		switch rand.N(4) {
+		case 0:
+			return nil, refused.err
+		case 1:
+			return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: http.Header{"Retry-After": {strconv.Itoa(1 + rand.N(5))}}, Body: http.NoBody, Request: req}, nil
+		case 2:
+			return &http.Response{StatusCode: 529, Status: "529 Overloaded", Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+		}
+		return &http.Response{StatusCode: 502, Status: "502 Bad Gateway", Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}
+	if err := sleep(req.Context(), time.Duration(100+rand.N(2900))*time.Millisecond); err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
+}
+
+// Hundreds of calls with mixed policies, deadlines, cancellations,
+// credentials and hosts through a provider that flaps: every call ends
+// (synctest fails on a deadlock), every result is a response or an error,
+// and the shared state ends clean: no call, retry, hold or probe left.
+func TestCoordinatedChaos(t *testing.T) {
+	for round := range 3 {
+		synctest.Test(t, func(t *testing.T) {
+			cp := &flappingProvider{start: time.Now(), flips: map[string][]time.Duration{}}
+			for _, host := range []string{"a.test", "b.test"} {
+				at := time.Duration(0)
+				for at < 10*time.Minute {
+					at += time.Duration(1+rand.N(40)) * time.Second
+					cp.flips[host] = append(cp.flips[host], at)
+				}
+			}
+			rt, err := NewCoordinated(cp, Policy{Waits: []time.Duration{2 * time.Second, 10 * time.Second}, Reserve: 5 * time.Second},
+				Coordination{ProbeInterval: 3 * time.Second, MinRetries: 2})
+			require.NoError(t, err)
+			policies := []Policy{{}, {Waits: []time.Duration{time.Second}, Reserve: time.Second}, {MaxRetryAfter: 2 * time.Second, MaxRetries: 3}}
+			const calls = 300
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			outcomes := map[string]int{}
+			for i := range calls {
+				wg.Go(func() {
+					time.Sleep(time.Duration(rand.N(180)) * time.Second)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(10+rand.N(300))*time.Second)
+					defer cancel()
+					if i%10 == 0 {
+						time.AfterFunc(time.Duration(rand.N(60))*time.Second, cancel)
+					}
+					if i%3 != 0 {
+						ctx = WithPolicy(ctx, policies[i%len(policies)])
+					}
+					req, err := http.NewRequestWithContext(ctx, "POST", "https://"+[]string{"a.test", "b.test"}[i%2]+"/v1", strings.NewReader(`{}`))
+					require.NoError(t, err)
+					req.Header.Set("Authorization", "Bearer "+strconv.Itoa(i%3))
+					resp, err := rt.RoundTrip(req)
+					var what string
+					switch {
+					case err == nil && resp != nil:
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						what = resp.Status
+					case err != nil && resp == nil:
+						var down *DownError
+						switch {
+						case errors.As(err, &down):
+							what = "gave up held"
+						case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+							what = "context"
+						default:
+							var ex *Exhausted
+							require.ErrorAs(t, err, &ex, "an error is the context's or an *Exhausted")
+							what = "exhausted"
+						}
+					default:
+						t.Errorf("call %d: response %v and error %v", i, resp, err)
+					}
+					mu.Lock()
+					outcomes[what]++
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			t.Logf("round %d: %v", round, outcomes)
+			assert.Positive(t, outcomes["200 OK"], "some calls got through")
+			rt.coord.mu.Lock()
+			defer rt.coord.mu.Unlock()
+			for id, k := range rt.coord.keys {
+				assert.Zero(t, k.calls, "%v: calls", id)
+				assert.Zero(t, k.retrying, "%v: retries in flight", id)
+				assert.Empty(t, k.held, "%v: held calls", id)
+				assert.False(t, k.probing, "%v: a probe never reported", id)
+				assert.Nil(t, k.changed, "%v: a waiter's channel", id)
+			}
+		})
+	}
 }
