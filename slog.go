@@ -3,6 +3,7 @@ package llmretry
 import (
 	"context"
 	"log/slog"
+	"net/http"
 )
 
 // LogAttempts returns a Policy.OnAttempt that writes the record to l as a
@@ -35,19 +36,12 @@ import (
 // keeps l and nothing else.
 func LogAttempts(l *slog.Logger) func(Attempt) {
 	return func(a Attempt) {
-		logger := l
-		if logger == nil {
-			logger = slog.Default()
-		}
-		ctx := context.Background()
-		if a.Request != nil {
-			ctx = a.Request.Context()
-		}
 		level := slog.LevelInfo
 		if a.Err != nil || (a.Response != nil && a.Response.StatusCode >= 400) {
 			level = slog.LevelWarn
 		}
-		if !logger.Enabled(ctx, level) {
+		logger, ctx, ok := enabled(l, a.Request, level)
+		if !ok {
 			return
 		}
 		attrs := make([]slog.Attr, 0, 9)
@@ -90,19 +84,12 @@ func LogAttempts(l *slog.Logger) func(Attempt) {
 // The returned function is safe for concurrent use if l's handler is.
 func LogHolds(l *slog.Logger) func(Hold) {
 	return func(h Hold) {
-		logger := l
-		if logger == nil {
-			logger = slog.Default()
-		}
-		ctx := context.Background()
-		if h.Request != nil {
-			ctx = h.Request.Context()
-		}
 		level := slog.LevelInfo
 		if h.Outcome == HoldGaveUp {
 			level = slog.LevelWarn
 		}
-		if !logger.Enabled(ctx, level) {
+		logger, ctx, ok := enabled(l, h.Request, level)
+		if !ok {
 			return
 		}
 		attrs := make([]slog.Attr, 0, 6)
@@ -115,4 +102,17 @@ func LogHolds(l *slog.Logger) func(Hold) {
 		}
 		logger.LogAttrs(ctx, level, "llmretry hold", attrs...)
 	}
+}
+
+// enabled returns the logger to write to (l, or slog.Default() if nil) and
+// the context to pass it (req's, if any), and whether it logs at level.
+func enabled(l *slog.Logger, req *http.Request, level slog.Level) (*slog.Logger, context.Context, bool) {
+	if l == nil {
+		l = slog.Default()
+	}
+	ctx := context.Background()
+	if req != nil {
+		ctx = req.Context()
+	}
+	return l, ctx, l.Enabled(ctx, level)
 }
