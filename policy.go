@@ -34,7 +34,7 @@ const (
 //
 // A Policy is a value: the Transport keeps its own copy (including a copy of
 // Waits), so changing a Policy after passing it to New or WithPolicy has no
-// effect. OnAttempt and OnExhausted are called from the goroutine that
+// effect. OnAttempt, OnHold and OnExhausted are called from the goroutine that
 // called RoundTrip (or Do); they must be safe for concurrent use when the
 // Transport is shared.
 type Policy struct {

@@ -12,6 +12,11 @@
 //	})
 //	client := &http.Client{Transport: rt}
 //
+// When one client carries many concurrent calls to a provider,
+// NewCoordinated makes them share what they learn: during an outage one
+// call at a time probes the provider while the others are held, and all
+// go again within seconds of its recovery.
+//
 // A request that works the first time costs next to nothing: the retry
 // machinery (github.com/hashicorp/go-retryablehttp, with this package's own
 // CheckRetry and Backoff) is set up only after a first attempt fails.
@@ -26,7 +31,8 @@ import (
 )
 
 // Transport is an http.RoundTripper that retries failed model requests by
-// its Policy. Create it with New.
+// its Policy. Create it with New, or with NewCoordinated to have the calls
+// to each provider share one probe during an outage (see Coordination).
 //
 // The zero Transport is usable: it sends through http.DefaultTransport with
 // the zero Policy. A Transport is safe for concurrent use; all per-request
