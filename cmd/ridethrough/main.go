@@ -9,6 +9,12 @@
 //	go run ./cmd/ridethrough
 //	go run ./cmd/ridethrough -fault refused -down 8s
 //	go run ./cmd/ridethrough -waits 500ms,1s,2s -reserve 1s -deadline 10s -down 4s
+//	go run ./cmd/ridethrough -calls 50 -fault 502
+//
+// With -calls N (more than one) it sends N calls at once instead, first
+// through one llmretry Transport per call, then through one coordinated
+// Transport (llmretry.NewCoordinated) that holds the calls while one probe
+// at a time checks the provider, and prints what each cost the provider.
 //
 // The default outage ("mixed") is what a provider outage looks like from the
 // client: a 502 with the upstream refused (an Envoy-style body), then the
@@ -71,6 +77,8 @@ type config struct {
 	deadline time.Duration
 	down     time.Duration
 	fault    string
+	calls    int           // concurrent calls; 1: the single-call record
+	probe    time.Duration // the coordinated Transport's probe interval
 }
 
 // The faults -fault accepts.
@@ -127,10 +135,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.reserve, "reserve", time.Second, "time that must remain before the deadline after a wait (> 0)")
 	fs.DurationVar(&cfg.deadline, "deadline", 10*time.Second, "the turn's deadline, counted from the start of the call (> 0)")
 	fs.DurationVar(&cfg.down, "down", 4*time.Second, "how long the provider is down, from the start (>= 0)")
+	fs.IntVar(&cfg.calls, "calls", 1, "how many calls at once; above 1, compare one Transport per call with one coordinated Transport")
+	fs.DurationVar(&cfg.probe, "probe", time.Second, "with -calls: the coordinated Transport's probe interval (> 0)")
 	fs.StringVar(&cfg.fault, "fault", faultMixed, "what the outage looks like: "+strings.Join(faults, ", ")+
 		" (mixed: 502, then refused, then 429, a third of -down each)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ridethrough [-waits 500ms,1s,2s] [-reserve 1s] [-deadline 10s] [-down 4s] [-fault %s]\n\n",
+		fmt.Fprintf(fs.Output(), "usage: ridethrough [-waits 500ms,1s,2s] [-reserve 1s] [-deadline 10s] [-down 4s] [-fault %s] [-calls 1] [-probe 1s]\n\n",
 			strings.Join(faults, "|"))
 		fmt.Fprintf(fs.Output(), "Starts a fake model provider on 127.0.0.1 that is down for -down, then calls it\n"+
 			"through a plain http.Client and through llmretry. Exit 0: the call came through;\n"+
@@ -159,6 +169,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return bad("-reserve %v must be less than -deadline %v, or no wait ever fits", cfg.reserve, cfg.deadline)
 	case cfg.down < 0:
 		return bad("-down %v is negative", cfg.down)
+	case cfg.calls < 1 || cfg.calls > maxCalls:
+		return bad("-calls %d must be between 1 and %d", cfg.calls, maxCalls)
+	case cfg.probe <= 0:
+		return bad("-probe %v must be positive", cfg.probe)
 	}
 	known := false
 	for _, f := range faults {
@@ -180,6 +194,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	if cfg.calls > 1 {
+		return runCrowd(cfg, stdout, stderr)
+	}
 	start := time.Now()
 	since := func() string { return fmt.Sprintf("%7.3fs", time.Since(start).Seconds()) }
 

@@ -46,6 +46,9 @@ func TestBadFlagsExit2WithAClearMessage(t *testing.T) {
 		{[]string{"-fault", "503"}, `-fault "503" is not one of 502, refused, 429, mixed`},
 		{[]string{"-outage", "4s"}, "flag provided but not defined: -outage"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"-calls", "0"}, "-calls 0 must be between 1 and 1000"},
+		{[]string{"-calls", "5000"}, "-calls 5000 must be between 1 and 1000"},
+		{[]string{"-calls", "5", "-probe", "0s"}, "-probe 0s must be positive"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -210,4 +213,30 @@ func TestNoOutageOneAttempt(t *testing.T) {
 	assert.Equal(t, []string{"1", "200 OK", ""}, rec[0])
 	assert.Regexp(t, `(?m)^summary: 1 attempt \(1 reached the provider\) in [0-9.]+m?s, came through$`, stdout)
 	noLeaks(t, providerAddr(t, stdout))
+}
+
+func TestCrowdCoordinatedSendsLess(t *testing.T) {
+	// 20 calls through 1 s of 502: one Transport per call sends each
+	// call's attempts at 0, 100 ms, 300 ms, 500 ms, …; the coordinated
+	// Transport sends the first attempts, a probe every 200 ms at most,
+	// and one attempt per call after the recovery.
+	code, stdout, stderr := runDemo(t, "-calls", "20", "-fault", "502", "-down", "1s", "-waits", "100ms,200ms",
+		"-deadline", "5s", "-reserve", "100ms", "-probe", "200ms")
+	require.Equal(t, exitOK, code)
+	assert.Empty(t, stderr)
+	noCredentials(t, stdout, stderr)
+	line := regexp.MustCompile(`(?m)^(one .+?):\s+(\d+)/20 came through, (\d+) requests reached the provider, answers .+ after it came back$`)
+	m := line.FindAllStringSubmatch(stdout, -1)
+	require.Len(t, m, 2, "a line per run")
+	assert.Equal(t, "one llmretry Transport per call", m[0][1])
+	assert.True(t, strings.HasPrefix(m[1][1], "one coordinated Transport"), m[1][1])
+	for _, r := range m {
+		assert.Equal(t, "20", r[2], "%s: every call came through", r[1])
+	}
+	independent, _ := strconv.Atoi(m[0][3])
+	coordinated, _ := strconv.Atoi(m[1][3])
+	assert.GreaterOrEqual(t, independent, 20*6, "one Transport per call: about 6 attempts each during 1 s of 502")
+	assert.Less(t, coordinated, independent/2, "the coordinated Transport sends far less")
+	assert.GreaterOrEqual(t, coordinated, 2*20, "each call's first attempt and its answer")
+	assert.Eventually(t, func() bool { return demoGoroutines() == "" }, 2*time.Second, 5*time.Millisecond, "goroutines left after run")
 }
