@@ -415,7 +415,7 @@ func TestCoordinatedKeysAreHostAndCredential(t *testing.T) {
 			cancelA()
 			assert.ErrorIs(t, <-doneA, context.Canceled, "key A's call was still held")
 		}()
-		time.Sleep(time.Second) // key A is down now
+		synctest.Wait() // key A's call was refused and is held: the key is down
 		for _, c := range []struct{ host, auth string }{
 			{"api.example.com", "Bearer B"},   // another credential
 			{"other.example.com", "Bearer A"}, // another host
@@ -477,10 +477,9 @@ func TestCoordinatedRetryBudget(t *testing.T) {
 		for _, r := range results {
 			assert.NoError(t, r.err)
 		}
-		// Requests reach p 500 ms after they are sent, and leave at once
-		// (429) or after 0 s: in flight at the base means p.spans shifted;
-		// count concurrency of retries by their arrival in windows of
-		// 500 ms instead.
+		// Each request spends its 500 ms in base before it reaches p and
+		// is answered at once, so p sees no overlap; the requests that
+		// arrive within one 500 ms window were in flight together.
 		at := p.arrivals()
 		perWindow := map[time.Duration]int{}
 		for _, a := range at[calls:] {

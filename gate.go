@@ -39,8 +39,7 @@ type keyState struct {
 	calls    int // calls inside RoundTrip
 	retrying int // retry attempts in flight
 
-	down      bool      // the provider failed as if down
-	downSince time.Time // when it went down
+	downSince time.Time // when the provider failed as if down; zero while up
 	last      error     // the last failure seen
 	probing   bool      // a probe is in flight
 	probeSent time.Time // when the latest probe was sent
@@ -50,6 +49,10 @@ type keyState struct {
 
 	changed chan struct{} // closed on any change a held call cares about; nil if nobody waits
 }
+
+// isDown reports whether the provider failed as if down and has not
+// answered since. co.mu must be held.
+func (k *keyState) isDown() bool { return !k.downSince.IsZero() }
 
 // credentialHeaders are the headers that carry model providers' API keys.
 var credentialHeaders = [...]string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
@@ -124,7 +127,7 @@ func (co *coordinator) leave(c *call) {
 		co.broadcast(k)
 	}
 	k.calls--
-	if k.calls == 0 && k.retrying == 0 && !k.down && !k.until.After(time.Now()) {
+	if k.calls == 0 && k.retrying == 0 && !k.isDown() && !k.until.After(time.Now()) {
 		delete(co.keys, k.id)
 	}
 }
@@ -168,12 +171,12 @@ func (co *coordinator) check(k *keyState, c *call, now time.Time, budgeted bool)
 	switch {
 	case k.until.After(now):
 		return gateWait, k.until
-	case k.down && (k.probing || !k.mayProbe(c)):
+	case k.isDown() && (k.probing || !k.mayProbe(c)):
 		// Another candidate goes first; a change wakes c.
 		return gateDown, time.Time{}
-	case k.down && now.Before(k.nextProbe):
+	case k.isDown() && now.Before(k.nextProbe):
 		return gateDown, k.nextProbe
-	case k.down:
+	case k.isDown():
 		return gateProbe, time.Time{}
 	case budgeted && k.retrying >= co.budget(k.calls):
 		return gateBudget, time.Time{}
@@ -213,7 +216,7 @@ func (co *coordinator) unhold(k *keyState, c *call) {
 	k.held[i] = k.held[len(k.held)-1]
 	k.held[len(k.held)-1] = nil
 	k.held = k.held[:len(k.held)-1]
-	if k.down && !k.probing {
+	if k.isDown() && !k.probing {
 		co.broadcast(k)
 	}
 }
@@ -308,7 +311,7 @@ func (co *coordinator) admit(ctx context.Context, c *call, retry bool) (bool, er
 		}
 		until := k.until
 		down := DownError{Key: k.name, Last: k.last}
-		if k.down {
+		if k.isDown() {
 			down.Since, down.For = k.downSince, now.Sub(k.downSince)
 		}
 		if until.After(now) {
@@ -356,11 +359,9 @@ func (co *coordinator) admit(ctx context.Context, c *call, retry bool) (bool, er
 	}
 }
 
-// sent ends the accounting of one of c's attempts that admit let through.
-func (co *coordinator) sent(retry bool, k *keyState) {
-	if !retry {
-		return
-	}
+// sent ends the accounting of a retry that admit let through: one fewer in
+// flight for the budget.
+func (co *coordinator) sent(k *keyState) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	k.retrying--
@@ -383,7 +384,7 @@ func (co *coordinator) report(c *call, why stop, serverWait time.Duration, hasSe
 		c.reported = c.n
 		co.update(k, c, why, serverWait, hasServerWait, now)
 	}
-	return k.down || k.until.After(now)
+	return k.isDown() || k.until.After(now)
 }
 
 // update applies one attempt's result to k. co.mu must be held.
@@ -411,12 +412,12 @@ func (co *coordinator) update(k *keyState, c *call, why stop, serverWait time.Du
 		if c.resp.StatusCode >= 400 {
 			k.last = &failedStatus{code: c.resp.StatusCode, status: c.resp.Status}
 		}
-		if k.down {
-			k.down, k.downSince, changed = false, time.Time{}, true
+		if k.isDown() {
+			k.downSince, changed = time.Time{}, true
 		}
 	}
-	if failedDown && !k.down {
-		k.down, k.downSince, changed = true, now, true
+	if failedDown && !k.isDown() {
+		k.downSince, changed = now, true
 		k.nextProbe = now.Add(co.probeGap())
 	} else if failedDown && probe {
 		// Counted from when the probe was sent, so that a slow failure
@@ -428,7 +429,7 @@ func (co *coordinator) update(k *keyState, c *call, why stop, serverWait time.Du
 			k.until, changed = u, true
 		}
 	}
-	if k.down && k.until.After(k.nextProbe) {
+	if k.isDown() && k.until.After(k.nextProbe) {
 		k.nextProbe = k.until
 	}
 	if changed {

@@ -294,7 +294,7 @@ func (a *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		c.probe, c.wasProbe = probe, probe
-		defer c.co.sent(true, c.key)
+		defer c.co.sent(c.key)
 	}
 	out := *r
 	if c.getBody != nil {
