@@ -60,3 +60,26 @@ func lookup(ctx context.Context) (*ctxPolicy, bool) {
 	}
 	return nil, false
 }
+
+// attemptKey is the context key under which a retry's request carries its
+// attempt number.
+type attemptKey struct{}
+
+// AttemptFromContext returns the number of the llmretry attempt whose
+// request carries ctx: 1 for the first try, 2 for the first retry, and so
+// on, counting across rounds. It returns 0 when ctx is not an llmretry
+// attempt's. A RoundTripper below a Transport (an instrumentation layer,
+// say) uses it to tell resends from first tries; the resend count is the
+// attempt number less one.
+func AttemptFromContext(ctx context.Context) int {
+	if ctx == nil {
+		return 0
+	}
+	if n, ok := ctx.Value(attemptKey{}).(int); ok {
+		return n
+	}
+	if _, nested := lookup(ctx); nested {
+		return 1
+	}
+	return 0
+}

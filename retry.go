@@ -306,6 +306,7 @@ func (a *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		out.Body = body
 	}
 	c.n++
+	out = *out.WithContext(context.WithValue(out.Context(), attemptKey{}, c.n))
 	c.out = &out
 	c.resp, c.err = normalize(c.base.RoundTrip(&out))
 	return c.resp, c.err
