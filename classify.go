@@ -16,16 +16,25 @@ import (
 // Retryable statuses: 408, 425, 429 and 5xx other than 501 (529, Anthropic's
 // "overloaded", included). Retryable errors: a failed connection (refused,
 // reset, EOF before a response, a network timeout) and any other transport
-// error except: the context's own (canceled or deadline exceeded), an error
-// marked with Permanent, a TLS certificate that is not trusted or does not
-// match, and a malformed request (bad URL or scheme, invalid header or
-// method, too many redirects), none of which a retry fixes.
+// error except: an error marked with Permanent, a TLS certificate that is
+// not trusted or does not match, too many redirects, a context's own end
+// (canceled or deadline exceeded), and the request's own faults — a
+// malformed request (bad URL, scheme, method, header or trailer, a control
+// character in the URL, a ContentLength that does not match the body),
+// none of which a retry fixes.
+//
+// Retryable cannot see whose context ended, so it calls a context's error
+// final. The Transport knows: a timeout from below it (a middleware's own
+// deadline, http.Transport's ResponseHeaderTimeout) while the caller's
+// context is alive is retried; only the caller's own context ending is
+// final. A request body that fails to read is final too: the Transport
+// sees that from the body itself.
 //
 // When err is non-nil resp is ignored. The Transport also reads provider
 // signals (x-should-retry, quota bodies, Gemini's RetryInfo) on top of this.
 func Retryable(resp *http.Response, err error) bool {
 	if err != nil {
-		return retryableErr(err)
+		return classifyErr(err) == errTransient
 	}
 	if resp == nil {
 		return false
@@ -46,13 +55,37 @@ func retryableStatus(status int) bool {
 	return false
 }
 
-// retryableErr classifies a transport error.
-func retryableErr(err error) bool {
+// downStatus reports whether a response status says the provider is down
+// (a retryable 5xx), as opposed to busy (429, 408) or answering.
+func downStatus(status int) bool {
+	return status >= 500 && retryableStatus(status)
+}
+
+// errClass is what a transport error says.
+type errClass int8
+
+const (
+	// errTransient: a failed connection or a timeout; a retry may work,
+	// and the provider looks down.
+	errTransient errClass = iota
+	// errRequest: the request's own fault (malformed); never retried,
+	// and it says nothing of the provider.
+	errRequest
+	// errFinal: marked Permanent, a TLS certificate refused, too many
+	// redirects; never retried, and it says nothing of the provider.
+	errFinal
+	// errContext: a context's own error; final for the caller's context,
+	// a timeout from below otherwise.
+	errContext
+)
+
+// classifyErr classifies a transport error.
+func classifyErr(err error) errClass {
 	if isPermanent(err) {
-		return false
+		return errFinal
 	}
 	if errors.Is(err, context.Canceled) || wrapsDeadlineExceeded(err) {
-		return false
+		return errContext
 	}
 	var (
 		unknownAuthority x509.UnknownAuthorityError
@@ -62,27 +95,56 @@ func retryableErr(err error) bool {
 	)
 	if errors.As(err, &unknownAuthority) || errors.As(err, &invalidCert) ||
 		errors.As(err, &hostname) || errors.As(err, &verification) {
-		return false
-	}
-	// Fragments of net/http's untyped errors for requests that no retry
-	// can fix.
-	permanentMessages := [...]string{
-		"unsupported protocol scheme",
-		"invalid header",
-		"invalid method",
-		"no Host in request URL",
-		"nil Request.URL",
-		"nil Request.Header",
-		"stopped after",
-		"certificate is not trusted",
+		return errFinal
 	}
 	msg := err.Error()
-	for _, m := range permanentMessages {
+	for _, m := range requestFaults {
 		if strings.Contains(msg, m) {
-			return false
+			return errRequest
 		}
 	}
-	return true
+	for _, m := range finalMessages {
+		if strings.Contains(msg, m) {
+			return errFinal
+		}
+	}
+	return errTransient
+}
+
+// requestFaults are fragments of net/http's untyped errors for a request
+// that no server will take as it is: net/http refuses it before or while
+// writing it, HTTP/1 (transport.go, request.go, transfer.go) and HTTP/2
+// (h2_bundle.go, internal/httpcommon) alike. Each is tested against the
+// real net/http in classify_test.go, so a Go release that rewords one
+// shows.
+var requestFaults = [...]string{
+	"unsupported protocol scheme",          // transport: the URL's scheme
+	"http2: unsupported scheme",            // HTTP/2 on its own
+	"net/http: invalid header",             // header name or value
+	"net/http: invalid trailer",            // trailer name or value
+	"invalid HTTP header",                  // HTTP/2: header
+	"invalid HTTP trailer",                 // HTTP/2: trailer
+	"invalid header field",                 // HTTP/2: header name or value
+	"invalid Trailer key",                  // HTTP/2: Trailer header
+	"invalid Host header",                  // both
+	"invalid request :path",                // HTTP/2: the URL's path
+	"net/http: invalid method",             // the method
+	"no Host in request URL",               // the URL
+	"nil Request.URL",                      // the URL
+	"Request.URL is nil",                   // HTTP/2: the URL
+	"nil Request.Header",                   // the header map
+	"can't write control character",        // a control character in the URL
+	"with nil Body",                        // ContentLength set, Body nil
+	"with Body length",                     // ContentLength not the body's length
+	"larger than specified content length", // HTTP/2: body longer than ContentLength
+	"Request.RequestURI can't be set",      // a server request passed on as it is
+	"header list larger than peer's",       // HTTP/2: headers above the server's limit
+}
+
+// finalMessages are fragments of other untyped errors no retry fixes.
+var finalMessages = [...]string{
+	"stopped after",              // an http.Client below us: too many redirects
+	"certificate is not trusted", // macOS's TLS verification text
 }
 
 // wrapsDeadlineExceeded reports whether err is context.DeadlineExceeded or

@@ -61,9 +61,46 @@ func lookup(ctx context.Context) (*ctxPolicy, bool) {
 	return nil, false
 }
 
-// attemptKey is the context key under which a retry's request carries its
-// attempt number.
+// attemptKey is the context key under which an attempt's request carries
+// its number.
 type attemptKey struct{}
+
+// flight is the context of the first attempt of a RoundTrip: the caller's,
+// marked as inside a retrying call (so that llmretry layers below pass the
+// request through), numbered 1 for AttemptFromContext. It also holds the
+// watch on the first attempt's body, so that a request that works the first
+// time costs one allocation for both.
+type flight struct {
+	context.Context // the caller's
+	body            watchedBody
+}
+
+// Value returns the mark and the attempt number; other keys are the
+// caller's.
+func (f *flight) Value(key any) any {
+	switch key.(type) {
+	case ctxKey:
+		return inRetry{}
+	case attemptKey:
+		return 1
+	}
+	return f.Context.Value(key)
+}
+
+// resend is the context of a later attempt: the first attempt's, with the
+// attempt's own number.
+type resend struct {
+	*flight
+	n int
+}
+
+// Value returns the attempt number; other keys are the first attempt's.
+func (r *resend) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return r.n
+	}
+	return r.flight.Value(key)
+}
 
 // AttemptFromContext returns the number of the llmretry attempt whose
 // request carries ctx: 1 for the first try, 2 for the first retry, and so
@@ -75,11 +112,6 @@ func AttemptFromContext(ctx context.Context) int {
 	if ctx == nil {
 		return 0
 	}
-	if n, ok := ctx.Value(attemptKey{}).(int); ok {
-		return n
-	}
-	if _, nested := lookup(ctx); nested {
-		return 1
-	}
-	return 0
+	n, _ := ctx.Value(attemptKey{}).(int)
+	return n
 }

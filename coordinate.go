@@ -3,7 +3,6 @@ package llmretry
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"time"
@@ -162,28 +161,22 @@ func NewCoordinated(base http.RoundTripper, p Policy, c Coordination) (*Transpor
 
 // roundTripCoordinated is RoundTrip for a coordinated Transport: the first
 // attempt, too, passes the key's gate.
-func (t *Transport) roundTripCoordinated(base http.RoundTripper, req, out *http.Request, getBody func() (io.ReadCloser, error), cp *ctxPolicy) (*http.Response, error) {
-	c := &call{
-		base:    base,
-		p:       t.policyFor(cp),
-		req:     req,
-		out:     out,
-		getBody: getBody,
-		co:      t.coord,
-	}
-	c.key = t.coord.enter(req)
+func (t *Transport) roundTripCoordinated(c *call) (*http.Response, error) {
+	c.co = t.coord
+	out := c.first
+	c.key = t.coord.enter(c.req)
 	defer t.coord.leave(c)
 	probe, err := t.coord.admit(out.Context(), c, false)
 	if err != nil {
 		closeBody(out)
-		return nil, &Exhausted{Request: req, Err: err}
+		return nil, &Exhausted{Request: c.req, Err: err}
 	}
 	c.probe, c.wasProbe = probe, probe
-	resp, err := normalize(base.RoundTrip(out))
+	resp, err := normalize(c.base.RoundTrip(out))
 	if err == nil && resp.StatusCode < 400 {
 		c.n = 1
 		c.resp = resp
-		t.coord.report(c, stopFinal, 0, false, time.Now())
+		t.coord.report(c, evUp, stopFinal, 0, false, time.Now())
 		if c.p.OnAttempt != nil {
 			c.p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp, Probe: probe})
 		}

@@ -11,7 +11,8 @@ import (
 // exponential backoff with full jitter), MaxRetries, the deadline/reserve
 // rule against ctx's deadline, OnAttempt once per call (with a nil
 // Request and Response) and OnExhausted, asked once per round when the
-// schedule is spent. MaxRetryAfter and RetryStreams do not apply.
+// schedule is spent (a yes calls again at once, then runs the schedule's
+// retries again). MaxRetryAfter and RetryStreams do not apply.
 //
 // Do is for tool calls and other work that is not an HTTP request. Only
 // idempotent or read-only tools belong in it: a call that failed may have
@@ -51,6 +52,10 @@ func Do[T any](ctx context.Context, p Policy, call func(context.Context) (T, err
 	}
 	rp := p.resolved()
 	inner := markRetrying(ctx)
+	var lim limits
+	if deadline, ok := ctx.Deadline(); ok {
+		lim.giveUp = deadline.Add(-rp.Reserve)
+	}
 	n := 0       // calls made, across rounds
 	retries := 0 // retries taken in the current round
 	for {
@@ -60,14 +65,14 @@ func Do[T any](ctx context.Context, p Policy, call func(context.Context) (T, err
 			rp.recordCall(n, nil, 0)
 			return v, nil
 		}
-		wait, why := rp.doNext(ctx, retries+1, err)
+		wait, why := rp.doNext(ctx, retries+1, err, lim)
 		rp.recordCall(n, err, wait)
 		if why == stopSpent && rp.OnExhausted != nil && ctx.Err() == nil {
 			if rp.OnExhausted.Ask(ctx, &Exhausted{Attempts: n, Err: err}) && ctx.Err() == nil {
-				// Another round: the schedule starts again from its
-				// first wait, still under the deadline/reserve rule.
-				retries = 0
-				wait, why = rp.doNext(ctx, 1, err)
+				// Another round: one call at once (the person who
+				// answered has waited already), then the schedule's
+				// retries, still under the deadline/reserve rule.
+				retries, wait, why = -1, 0, lim.allows(time.Now())
 			}
 		}
 		if why != stopNone {
@@ -82,12 +87,12 @@ func Do[T any](ctx context.Context, p Policy, call func(context.Context) (T, err
 
 // doNext decides whether retry k (1-based within the round) of a call
 // that failed with err follows, and after how long. p must be resolved.
-func (p *Policy) doNext(ctx context.Context, k int, err error) (time.Duration, stop) {
+func (p *Policy) doNext(ctx context.Context, k int, err error, lim limits) (time.Duration, stop) {
 	if ctx.Err() != nil || isPermanent(err) {
 		return 0, stopFinal
 	}
-	deadline, hasDeadline := ctx.Deadline()
-	return p.nextWait(k, 0, false, time.Now(), deadline, hasDeadline, false)
+	sched, ok := p.scheduleWait(k, lim.hasDeadline())
+	return p.plan(sched, ok, 0, false, time.Now(), lim, false)
 }
 
 // recordCall passes call n's outcome to OnAttempt, if set.

@@ -227,25 +227,26 @@ func TestDoSuccessFirstTime(t *testing.T) {
 }
 
 // The Asker is asked once per round with the calls so far and the last
-// error; yes runs the schedule again from Waits[0], numbers continuing.
+// error; yes calls again at once, then runs the schedule again from
+// Waits[0], numbers continuing.
 func TestDoAskRounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tl := &tool{script: []error{errBusy}}
 		ask := &asked{answers: []bool{true, false}}
 		var rec recorder
 		v, err := Do(context.Background(), Policy{Waits: []time.Duration{time.Second, 2 * time.Second}, OnAttempt: rec.on, OnExhausted: ask}, tl.call)
-		assert.Equal(t, "partial 5", v)
+		assert.Equal(t, "partial 6", v)
 		var ex *Exhausted
 		require.ErrorAs(t, err, &ex)
-		assert.Equal(t, 5, ex.Attempts)
-		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, time.Second, 2 * time.Second}, tl.gaps())
+		assert.Equal(t, 6, ex.Attempts)
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 0, time.Second, 2 * time.Second}, tl.gaps())
 		q := ask.questions()
 		require.Len(t, q, 2)
-		assert.Equal(t, []int{3, 5}, []int{q[0].Attempts, q[1].Attempts})
+		assert.Equal(t, []int{3, 6}, []int{q[0].Attempts, q[1].Attempts})
 		assert.Nil(t, q[0].Request)
 		assert.ErrorIs(t, q[0].Err, errBusy)
-		require.Len(t, rec.attempts, 5)
-		assert.Equal(t, 5, rec.attempts[4].N)
+		require.Len(t, rec.attempts, 6)
+		assert.Equal(t, 6, rec.attempts[5].N)
 
 		// A yes that comes after the context ended is overruled.
 		tl = &tool{script: []error{errBusy}}

@@ -66,10 +66,11 @@ func TestExhaustedWithoutAskerReturnsTheLastResult(t *testing.T) {
 }
 
 // The Asker is asked once per round with the attempts so far and the last
-// result; yes runs another full round of the schedule (its retries, each
-// after its wait, starting again from Waits[0]) with attempt numbers that
-// keep counting; no returns the last response with its body readable.
-func TestAskerRunsAnotherRound(t *testing.T) {
+// result. A yes sends the next attempt at once (the person who answered
+// has waited already), then runs the schedule's retries again from
+// Waits[0], with attempt numbers that keep counting; no returns the last
+// response with its body readable.
+func TestAskerYesTriesAgainAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		prov := newProvider(fail(503))
 		var rec recorder
@@ -80,15 +81,16 @@ func TestAskerRunsAnotherRound(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Equal(t, "error 503", bodyOf(t, resp), "the last response's body survives a no")
-		// Round 1: attempts at 0, 1, 3 s | yes | round 2: 4, 6 s | no.
-		assert.Equal(t, 5, prov.attempts())
-		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, time.Second, 2 * time.Second}, prov.gaps())
+		// Round 1: attempts at 0, 1, 3 s | yes | round 2: 3 s at once,
+		// then 4, 6 s | no.
+		assert.Equal(t, 6, prov.attempts())
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 0, time.Second, 2 * time.Second}, prov.gaps())
 		assert.Equal(t, 6*time.Second, time.Since(start))
 
 		q := ask.questions()
 		require.Len(t, q, 2, "asked once per round")
 		assert.Equal(t, 3, q[0].Attempts)
-		assert.Equal(t, 5, q[1].Attempts)
+		assert.Equal(t, 6, q[1].Attempts, "the round after a yes is as long as the first")
 		for _, e := range q {
 			require.NotNil(t, e.Response)
 			assert.Equal(t, 503, e.Response.StatusCode)
@@ -97,13 +99,31 @@ func TestAskerRunsAnotherRound(t *testing.T) {
 		}
 		assert.Equal(t, []time.Time{start.Add(3 * time.Second), start.Add(6 * time.Second)}, ask.at, "asked as soon as a round is spent")
 
-		require.Len(t, rec.attempts, 5)
+		require.Len(t, rec.attempts, 6)
 		for i, a := range rec.attempts {
 			assert.Equal(t, i+1, a.N, "numbers continue across rounds")
 		}
-		// The last attempt of a round says 0: the wait after a yes was not
-		// known when it was recorded.
-		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 0, 2 * time.Second, 0}, rec.retryIns())
+		// The last attempt of a round says 0: no wait follows it.
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 0, time.Second, 2 * time.Second, 0}, rec.retryIns())
+	})
+}
+
+// The issue's own example: Waits 1 s, 1 s and no deadline: the person is
+// asked after attempt 3; a yes sends attempts 4 (at once), 5 and 6, and the
+// person is asked again after 6.
+func TestAskerYesRoundIsAsLongAsTheFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(503))
+		ask := &asked{answers: []bool{true, false}}
+		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, time.Second}, OnExhausted: ask})
+		start := time.Now()
+		_, err := post(t, rt, context.Background())
+		require.NoError(t, err)
+		q := ask.questions()
+		require.Len(t, q, 2)
+		assert.Equal(t, []int{3, 6}, []int{q[0].Attempts, q[1].Attempts})
+		assert.Equal(t, []time.Duration{time.Second, time.Second, 0, time.Second, time.Second}, prov.gaps())
+		assert.Equal(t, []time.Time{start.Add(2 * time.Second), start.Add(4 * time.Second)}, ask.at)
 	})
 }
 
@@ -117,11 +137,11 @@ func TestAskerSeesTheLastError(t *testing.T) {
 		assert.Nil(t, resp)
 		var ex *Exhausted
 		require.ErrorAs(t, err, &ex)
-		assert.Equal(t, 3, ex.Attempts)
+		assert.Equal(t, 4, ex.Attempts)
 		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 		q := ask.questions()
 		require.Len(t, q, 2)
-		assert.Equal(t, []int{2, 3}, []int{q[0].Attempts, q[1].Attempts})
+		assert.Equal(t, []int{2, 4}, []int{q[0].Attempts, q[1].Attempts})
 		assert.Nil(t, q[1].Response)
 		assert.ErrorIs(t, q[1].Err, syscall.ECONNREFUSED)
 	})
@@ -140,10 +160,11 @@ func TestAskerRoundsKeepTheReserve(t *testing.T) {
 		resp, err := post(t, rt, ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
-		// Attempts at 0, 10, 20 s | yes | 30, 40 | yes | 50, 60 | yes | a
-		// wait after 60 s would leave 50 s < 60 s reserve: the round stops
-		// for the deadline, and nobody is asked about that.
-		assert.Equal(t, 7, prov.attempts())
+		// Attempts at 0, 10, 20 s | yes | 20, 30, 40 | yes | 40, 50, 60 |
+		// yes | 60 (at once: 60 s are left, the reserve) | a wait after it
+		// would leave 50 s < 60 s reserve: the round stops for the
+		// deadline, and nobody is asked about that.
+		assert.Equal(t, 10, prov.attempts())
 		assert.Equal(t, 60*time.Second, time.Since(start))
 		assert.Len(t, ask.questions(), 3)
 		deadline, _ := ctx.Deadline()

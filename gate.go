@@ -224,19 +224,8 @@ func (co *coordinator) unhold(k *keyState, c *call) {
 // attemptsLeft returns how many attempts c may still send, the one at the
 // gate included, by its policy's count (a large number when only the
 // deadline bounds it).
-func (c *call) attemptsLeft(hasDeadline, retry bool) int {
-	p := c.p
-	limit := 1 << 30 // room for +1 on 32-bit platforms
-	if len(p.Waits) == 0 {
-		limit = p.MaxRetries
-	} else {
-		if p.MaxRetries > 0 {
-			limit = p.MaxRetries
-		}
-		if !hasDeadline || p.Waits[len(p.Waits)-1] <= 0 {
-			limit = min(limit, len(p.Waits))
-		}
-	}
+func (c *call) attemptsLeft(retry bool) int {
+	limit := c.p.retryLimit(c.lim.hasDeadline())
 	if !retry {
 		return limit + 1
 	}
@@ -249,15 +238,15 @@ func (c *call) attemptsLeft(hasDeadline, retry bool) int {
 // error) or c cannot wait as long as the hold may last (a *DownError).
 func (co *coordinator) admit(ctx context.Context, c *call, retry bool) (bool, error) {
 	k := c.key
-	deadline, hasDeadline := ctx.Deadline()
-	giveUp := deadline.Add(-c.p.Reserve)
+	giveUp := c.lim.latest()
+	hasDeadline := !giveUp.IsZero()
 	var (
 		h      *holding // non-nil once held
 		exempt bool     // held by the key's state: the budget no longer applies
 		spread bool     // the random place in the release spread was taken
 		timer  *time.Timer
 	)
-	c.left, c.heldSince = c.attemptsLeft(hasDeadline, retry), time.Now()
+	c.left, c.heldSince = c.attemptsLeft(retry), time.Now()
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -368,27 +357,22 @@ func (co *coordinator) sent(k *keyState) {
 	co.broadcast(k)
 }
 
-// downStatus reports whether a response status says the provider is down.
-func downStatus(status int) bool {
-	return status >= 500 && retryableStatus(status)
-}
-
 // report tells c's key how c's latest attempt ended (why: classify's
 // verdict; serverWait: the wait the server asked for), once per attempt,
 // and returns whether c's next attempt will be held by the key's state.
-func (co *coordinator) report(c *call, why stop, serverWait time.Duration, hasServerWait bool, now time.Time) bool {
+func (co *coordinator) report(c *call, ev evidence, why stop, serverWait time.Duration, hasServerWait bool, now time.Time) bool {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	k := c.key
 	if c.reported < c.n {
 		c.reported = c.n
-		co.update(k, c, why, serverWait, hasServerWait, now)
+		co.update(k, c, ev, serverWait, hasServerWait, now)
 	}
 	return k.isDown() || k.until.After(now)
 }
 
 // update applies one attempt's result to k. co.mu must be held.
-func (co *coordinator) update(k *keyState, c *call, why stop, serverWait time.Duration, hasServerWait bool, now time.Time) {
+func (co *coordinator) update(k *keyState, c *call, ev evidence, serverWait time.Duration, hasServerWait bool, now time.Time) {
 	probe := c.probe
 	c.probe = false
 	changed := probe
@@ -396,20 +380,17 @@ func (co *coordinator) update(k *keyState, c *call, why stop, serverWait time.Du
 		k.probing = false
 	}
 	failedDown := false
-	switch {
-	case c.err != nil:
-		// The call's own end (its context, a Permanent error) says
-		// nothing of the provider.
-		if retryableErr(c.err) {
-			failedDown = true
-			k.last = c.err
-		}
-	case downStatus(c.resp.StatusCode) && why != stopProvider:
+	switch ev {
+	case evDown:
 		failedDown = true
-		k.last = &failedStatus{code: c.resp.StatusCode, status: c.resp.Status}
-	default:
+		if c.err != nil {
+			k.last = c.err
+		} else {
+			k.last = &failedStatus{code: c.resp.StatusCode, status: c.resp.Status}
+		}
+	case evUp:
 		// The provider answered: it is up.
-		if c.resp.StatusCode >= 400 {
+		if c.resp != nil && c.resp.StatusCode >= 400 {
 			k.last = &failedStatus{code: c.resp.StatusCode, status: c.resp.Status}
 		}
 		if k.isDown() {

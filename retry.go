@@ -1,39 +1,41 @@
 package llmretry
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
-	"net/url"
 	"time"
-
-	"github.com/hashicorp/go-retryablehttp"
 )
 
 // call is the state of one request after its first attempt failed. It
-// lives only as long as the RoundTrip that made it; go-retryablehttp's
-// CheckRetry and Backoff (which get no context) reach it through closures.
+// lives only as long as the RoundTrip that made it. The retry loop
+// (retryablehttp.go) calls send for each retry and decide after every
+// attempt; everything else here is plain decisions on the call's state.
 type call struct {
+	f       *flight
 	base    http.RoundTripper
 	p       *Policy
 	req     *http.Request                 // the caller's, never modified
+	first   *http.Request                 // the first attempt as sent: every retry copies it
 	out     *http.Request                 // the request of the latest attempt
 	getBody func() (io.ReadCloser, error) // replays the body; nil if none
+	watch   *watchedBody                  // the latest attempt's body; nil if none
+	lim     limits                        // when the call sends nothing more
 
 	n        int  // attempts made
 	retries  int  // retries taken in the current round
 	recorded int  // attempts passed to OnAttempt
-	replay   bool // the next attempt hands back resp/err instead of sending
+	again    bool // an Asker said yes: the next attempt goes at once
 	stream   int8 // 0 not sniffed yet, 1 a stream, -1 not a stream
 
-	resp *http.Response // the latest attempt's result
-	err  error
-	wait time.Duration // the wait CheckRetry chose, for Backoff
-	why  stop          // why the latest round stopped
+	resp   *http.Response // the latest attempt's result
+	err    error
+	fault  bool          // err is the request's own (its body, GetBody, a malformed request)
+	wait   time.Duration // the wait decide chose, for the loop
+	server time.Time     // when the latest server wait ends; zero if none
+	why    stop          // why the latest round stopped
+	cut    error         // the context ended during a wait
 
 	// Coordination (nil co: off).
 	co       *coordinator
@@ -49,33 +51,25 @@ type call struct {
 	heldSince time.Time // when it reached the gate
 }
 
-// run takes over after a failed first attempt (resp, err) and drives
-// go-retryablehttp's loop, one round per answer of the policy's Asker.
-//
-// Each round starts by replaying the attempt that ended the previous one
-// (or the first attempt), so that CheckRetry sees it like any other: the
-// first attempt is sent by RoundTrip itself and never pays for this set-up.
-func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
-	ctx := c.out.Context()
-	c.n, c.resp, c.err, c.replay = 1, resp, err, true
-	rc := &retryablehttp.Client{
-		HTTPClient: &http.Client{
-			// attemptTransport has no CloseIdleConnections, so the calls
-			// go-retryablehttp makes on failure cannot empty the caller's
-			// connection pool.
-			Transport: (*attemptTransport)(c),
-			// Redirects are the outer client's business.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		RetryMax:     math.MaxInt32, // CheckRetry alone decides
-		CheckRetry:   c.checkRetry,
-		Backoff:      c.backoff,
-		ErrorHandler: func(_ *http.Response, err error, _ int) (*http.Response, error) { return nil, err },
-		// Logger stays nil: go-retryablehttp would log URLs with their
-		// query strings, where API keys travel.
+// newCall returns the state of a call whose first attempt first (carrying
+// context f) the Transport is about to send or has sent.
+func newCall(f *flight, base http.RoundTripper, p *Policy, req, first *http.Request, getBody func() (io.ReadCloser, error)) *call {
+	c := &call{f: f, base: base, p: p, req: req, first: first, out: first, getBody: getBody}
+	if hasBody(first) {
+		c.watch = &f.body
 	}
+	c.lim = limitsOf(f.Context, p, req)
+	return c
+}
+
+// run takes over after a failed first attempt (resp, err) and drives the
+// retry loop, one round per answer of the policy's Asker. A yes starts the
+// next round with an attempt at once, then the schedule's retries.
+func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
+	ctx := c.f.Context
+	c.n, c.resp, c.err = 1, resp, err
 	for {
-		resp, err = rc.Do(&retryablehttp.Request{Request: c.template()})
+		c.round()
 		if c.why != stopSpent || c.p.OnExhausted == nil || ctx.Err() != nil {
 			break
 		}
@@ -83,136 +77,211 @@ func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
 		if !c.p.OnExhausted.Ask(ctx, ex) || ctx.Err() != nil {
 			break
 		}
-		c.retries, c.replay, c.why = 0, true, stopNone
+		c.retries, c.why, c.again = 0, stopNone, true
 	}
-	return c.result(resp, err)
-}
-
-// template returns the request go-retryablehttp sends each attempt with: a
-// shallow copy of the latest one, without a body (attemptTransport gives
-// every real attempt a fresh body).
-func (c *call) template() *http.Request {
-	r := *c.out
-	if r.Body != nil {
-		r.Body = http.NoBody
-	}
-	// go-retryablehttp's http.Client refuses a server request passed on
-	// with its RequestURI (as httputil.ReverseProxy does) before sending
-	// anything; the base never needs it.
-	r.RequestURI = ""
-	return &r
+	return c.result()
 }
 
 // result turns the loop's outcome into what the caller sees.
-func (c *call) result(resp *http.Response, err error) (*http.Response, error) {
-	if err == nil && resp != nil {
+func (c *call) result() (*http.Response, error) {
+	if c.cut != nil {
+		// The context ended during a wait; the last response was
+		// discarded before it.
+		return nil, &Exhausted{Request: c.req, Attempts: c.n, Err: c.cut}
+	}
+	if c.err == nil {
 		switch c.why {
 		case stopSpent, stopDeadline, stopServerWait, stopProvider, stopHeld:
 			// We gave up on a response, or the provider said waiting
 			// will not help: tell SDKs above us (openai-go,
 			// anthropic-sdk-go) not to send it again.
-			resp.Header = resp.Header.Clone()
-			if resp.Header == nil {
-				resp.Header = make(http.Header)
+			c.resp.Header = c.resp.Header.Clone()
+			if c.resp.Header == nil {
+				c.resp.Header = make(http.Header)
 			}
-			resp.Header.Set("X-Should-Retry", "false")
+			c.resp.Header.Set("X-Should-Retry", "false")
 		}
-		return resp, nil
+		return c.resp, nil
 	}
-	last := c.err
-	if c.why == stopNone || last == nil {
-		// The wait before a retry was cut short (the context ended), or
-		// go-retryablehttp failed on its own: report that.
-		last = err
-	}
-	return nil, &Exhausted{Request: c.req, Attempts: c.n, Err: last}
+	return nil, &Exhausted{Request: c.req, Attempts: c.n, Err: c.err}
 }
 
-// checkRetry is go-retryablehttp's CheckRetry: it decides from the latest
-// attempt's own result whether a retry follows, computes the wait, and
-// records the attempt.
-func (c *call) checkRetry(ctx context.Context, _ *http.Response, doErr error) (bool, error) {
+// send makes the next attempt: a shallow copy of the first attempt's
+// request, with a fresh body from GetBody and its own number in its
+// context. Nothing else changes, so the base receives what it received
+// the first time. The result is left in c.
+func (c *call) send() {
+	if c.co != nil {
+		probe, err := c.co.admit(c.f.Context, c, true)
+		if err != nil {
+			c.resp, c.err, c.fault, c.gaveUp = nil, err, false, true
+			return
+		}
+		c.probe, c.wasProbe = probe, probe
+		defer c.co.sent(c.key)
+	}
+	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1})
+	c.watch = nil
+	if c.getBody != nil {
+		body, err := c.getBody()
+		if err != nil {
+			c.resp, c.err, c.fault = nil, fmt.Errorf("llmretry: rewinding request body: %w", err), true
+			return
+		}
+		if body != nil && body != http.NoBody {
+			c.watch = &watchedBody{rc: body}
+			body = c.watch
+		}
+		out.Body = body
+	}
+	c.n++
+	c.out = out
+	c.resp, c.err = normalize(c.base.RoundTrip(out))
+	c.fault = false
+}
+
+// decide runs after every attempt, as the retry loop's CheckRetry: it says
+// whether a retry follows, leaving its wait in c.wait, or why not, in
+// c.why. It records the attempt, and discards the response of an attempt
+// that is retried.
+func (c *call) decide() bool {
+	if c.again {
+		return c.retryAtOnce()
+	}
 	if c.gaveUp {
 		c.why = stopHeld
-		return false, nil
+		return false
 	}
-	if doErr != nil && c.err == nil {
-		// The inner http.Client turned a response into an error (a
-		// redirect with a bad Location): it has closed the body.
-		var ue *url.Error
-		if errors.As(doErr, &ue) {
-			doErr = ue.Err
+	why, ev, serverWait, hasServerWait := c.classify()
+	sched, schedOK := c.p.scheduleWait(c.retries+1, c.lim.hasDeadline())
+	if why == stopNone && c.resp != nil && readableBody(c.resp.Header.Get("Content-Type")) {
+		// Quota bodies and Gemini's RetryInfo only matter for a status we
+		// would retry, in a body that can carry them, if a retry (or an
+		// Asker's round) could still follow; the read may take only the
+		// time that leaves the next attempt within the call's limits.
+		wait, plan := c.p.plan(sched, schedOK, serverWait, hasServerWait, time.Now(), c.lim, false)
+		if plan == stopSpent && c.p.OnExhausted != nil {
+			wait, plan = 0, stopNone
 		}
-		c.resp, c.err = nil, doErr
+		if plan == stopNone {
+			// A body that stalls past that instant is left unread: the
+			// status and headers decide, and the response, if returned, is
+			// readable from its first byte.
+			body, _ := peekBody(c.resp, signalPeek, c.lim.before(wait))
+			switch sig := readSignal(c.resp.StatusCode, c.resp.Header, body); {
+			case sig.final:
+				why, ev = stopProvider, evUp
+			case !hasServerWait && sig.hasWait:
+				serverWait, hasServerWait = sig.wait, true
+			}
+		}
 	}
-	why, serverWait, hasServerWait := c.classify(ctx)
-	// Read after classify, which may have spent a while on a slow reply's
-	// body: the deadline/reserve rule counts from now.
+	// Read after any peek: the limits count from now.
 	now := time.Now()
 	held := false
 	if c.co != nil {
-		held = c.co.report(c, why, serverWait, hasServerWait, now)
+		held = c.co.report(c, ev, why, serverWait, hasServerWait, now)
 	}
 	var wait time.Duration
 	if why == stopNone {
-		deadline, hasDeadline := ctx.Deadline()
-		wait, why = c.p.nextWait(c.retries+1, serverWait, hasServerWait, now, deadline, hasDeadline, held)
+		wait, why = c.p.plan(sched, schedOK, serverWait, hasServerWait, now, c.lim, held)
 	}
 	c.why = why
 	held = held && why == stopNone
 	c.record(wait, held)
 	if why != stopNone {
-		return false, nil
+		return false
 	}
-	c.wait = wait
+	c.server = time.Time{}
+	if hasServerWait {
+		c.server = now.Add(serverWait)
+	}
 	if held {
-		c.wait = 0 // the key's gate holds the call instead
+		wait = 0 // the key's gate holds the call instead
 	}
+	c.discard(wait)
+	c.wait = wait
 	c.retries++
-	return true, nil
+	return true
 }
 
-// classify says whether the latest result may be retried and what wait,
-// if any, the server asked for.
-func (c *call) classify(ctx context.Context) (stop, time.Duration, bool) {
-	if ctx.Err() != nil {
-		return stopFinal, 0, false
+// retryAtOnce decides the attempt that follows an Asker's yes: at once, or
+// when the server's wait ends, if the call's limits allow it then.
+func (c *call) retryAtOnce() bool {
+	c.again = false
+	now := time.Now()
+	wait := max(0, c.server.Sub(now))
+	if c.why = c.lim.allows(now.Add(wait)); c.why != stopNone {
+		return false
+	}
+	c.discard(wait)
+	c.wait = wait
+	return true
+}
+
+// discard drains and closes the latest response, which a retry replaces,
+// taking no longer than leaves the retry after wait within the call's
+// limits.
+func (c *call) discard(wait time.Duration) {
+	if c.resp != nil {
+		discard(c.resp.Body, c.lim.before(wait))
+	}
+}
+
+// evidence is what an attempt's result says of its provider, for
+// coordination.
+type evidence int8
+
+const (
+	evNone evidence = iota // nothing: the request's own fault, or the caller's context
+	evUp                   // the provider answered
+	evDown                 // the provider looks down: a retryable 5xx or a failed connection
+)
+
+// classify says whether the latest result may be retried, what it says of
+// the provider, and what wait, if any, the server asked for in its
+// headers. It reads nothing of the response body.
+func (c *call) classify() (stop, evidence, time.Duration, bool) {
+	if c.f.Context.Err() != nil {
+		return stopFinal, evNone, 0, false // the caller's own context ended
 	}
 	if c.err != nil {
-		if !retryableErr(c.err) || c.streamHeld() {
-			return stopFinal, 0, false
+		if c.fault || c.watch.err() != nil {
+			return stopFinal, evNone, 0, false // the request's own body
 		}
-		return stopNone, 0, false
+		switch classifyErr(c.err) {
+		case errRequest, errFinal:
+			return stopFinal, evNone, 0, false
+		}
+		// A failed connection or a timeout from below (the caller's
+		// context is alive).
+		if c.streamHeld() {
+			return stopFinal, evDown, 0, false
+		}
+		return stopNone, evDown, 0, false
 	}
 	status := c.resp.StatusCode
 	if status < 400 {
-		return stopFinal, 0, false // an answer
+		return stopFinal, evUp, 0, false // an answer
+	}
+	ev := evUp
+	if downStatus(status) {
+		ev = evDown
 	}
 	h := c.resp.Header
-	retry := retryableStatus(status)
 	sig := readSignal(status, h, nil) // x-should-retry, no body yet
 	switch {
 	case sig.final:
-		return stopProvider, 0, false
-	case !retry && !sig.retry:
-		return stopFinal, 0, false
+		return stopProvider, evUp, 0, false
+	case !retryableStatus(status) && !sig.retry:
+		return stopFinal, ev, 0, false
 	case c.streamHeld():
 		// Decided before the body is peeked: an error reply to a stream
 		// may itself be a stream that the server keeps open.
-		return stopFinal, 0, false
-	}
-	if retry && readableBody(h.Get("Content-Type")) {
-		// Quota bodies and Gemini's RetryInfo only matter for a status we
-		// would retry, in a body that can carry them.
-		if sig = readSignal(status, h, peekBody(c.resp, signalPeek)); sig.final {
-			return stopProvider, 0, false
-		}
+		return stopFinal, ev, 0, false
 	}
 	serverWait, hasServerWait := RetryAfter(h, time.Now())
-	if !hasServerWait && sig.hasWait {
-		serverWait, hasServerWait = sig.wait, true
-	}
-	return stopNone, serverWait, hasServerWait
+	return stopNone, ev, serverWait, hasServerWait
 }
 
 // streamHeld reports whether the request is a stream that the policy does
@@ -224,28 +293,6 @@ func (c *call) streamHeld() bool {
 // signalPeek is how much of a failed response's body is read to find what
 // the provider says about retrying.
 const signalPeek = 8 << 10
-
-// peekBody reads up to n bytes of resp's body and puts them back in front
-// of the rest, so that whoever reads the body later reads all of it.
-func peekBody(resp *http.Response, n int) []byte {
-	if resp.ContentLength >= 0 && resp.ContentLength < int64(n) {
-		n = int(resp.ContentLength)
-	}
-	if n == 0 {
-		return nil
-	}
-	buf := make([]byte, n)
-	m, _ := io.ReadFull(resp.Body, buf)
-	buf = buf[:m]
-	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), resp.Body), Closer: resp.Body}
-	return buf
-}
-
-// peekedBody is a response body whose first bytes were read ahead.
-type peekedBody struct {
-	io.Reader
-	io.Closer
-}
 
 // isStream sniffs the request once per call.
 func (c *call) isStream() bool {
@@ -267,47 +314,5 @@ func (c *call) record(retryIn time.Duration, held bool) {
 	c.p.OnAttempt(Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: c.wasProbe, Held: held})
 }
 
-// backoff is go-retryablehttp's Backoff: the wait checkRetry chose.
-func (c *call) backoff(_, _ time.Duration, _ int, _ *http.Response) time.Duration {
-	return c.wait
-}
-
-// attemptTransport sends one attempt for go-retryablehttp. It deliberately
-// has no CloseIdleConnections method.
-type attemptTransport call
-
-// RoundTrip replays the previous result at the start of a round, and
-// otherwise sends r through the base with a fresh copy of the body.
-func (a *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c := (*call)(a)
-	if c.replay {
-		c.replay = false
-		if c.err != nil {
-			return nil, c.err
-		}
-		return c.resp, nil
-	}
-	if c.co != nil {
-		probe, err := c.co.admit(r.Context(), c, true)
-		if err != nil {
-			c.resp, c.err, c.gaveUp = nil, err, true
-			return nil, err
-		}
-		c.probe, c.wasProbe = probe, probe
-		defer c.co.sent(c.key)
-	}
-	out := *r
-	if c.getBody != nil {
-		body, err := c.getBody()
-		if err != nil {
-			c.resp, c.err = nil, Permanent(fmt.Errorf("llmretry: rewinding request body: %w", err))
-			return nil, c.err
-		}
-		out.Body = body
-	}
-	c.n++
-	out = *out.WithContext(context.WithValue(out.Context(), attemptKey{}, c.n))
-	c.out = &out
-	c.resp, c.err = normalize(c.base.RoundTrip(&out))
-	return c.resp, c.err
-}
+// ctx returns the context the retry loop runs under: the first attempt's.
+func (c *call) ctx() context.Context { return c.f }

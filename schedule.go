@@ -16,6 +16,7 @@ const (
 	stopServerWait             // the server asked for a wait above MaxRetryAfter
 	stopProvider               // the provider says waiting will not help (spent quota, x-should-retry: false)
 	stopHeld                   // coordinated: the provider was down (or asked for a wait) longer than the call could wait
+	stopSigned                 // the request's AWS signature would be too old when resent
 )
 
 // String names the reason for logs and errors.
@@ -35,37 +36,43 @@ func (s stop) String() string {
 		return "the provider says waiting will not help"
 	case stopHeld:
 		return "the provider was down longer than the call could wait"
+	case stopSigned:
+		return "the request's signature would be too old to resend"
 	}
 	return "unknown"
 }
 
+// retryLimit returns how many retries the schedule allows in one round: a
+// large number when only a deadline bounds them (a Waits schedule whose
+// last wait repeats). p must be resolved.
+func (p *Policy) retryLimit(hasDeadline bool) int {
+	if len(p.Waits) == 0 {
+		return p.MaxRetries
+	}
+	limit := 1 << 30 // room for +1 on 32-bit platforms
+	if p.MaxRetries > 0 {
+		limit = p.MaxRetries
+	}
+	// The last wait repeats only under a deadline, and only if it is
+	// positive: repeating a zero wait would hammer a provider that is down
+	// until the deadline.
+	if !hasDeadline || p.Waits[len(p.Waits)-1] <= 0 {
+		limit = min(limit, len(p.Waits))
+	}
+	return limit
+}
+
 // scheduleWait returns the policy's own wait before retry k (1-based,
 // counted within one round), or false when the schedule allows no retry k.
-// p must be resolved.
+// A jittered wait is drawn anew on each call. p must be resolved.
 func (p *Policy) scheduleWait(k int, hasDeadline bool) (time.Duration, bool) {
-	if k < 1 {
+	if k < 1 || k > p.retryLimit(hasDeadline) {
 		return 0, false
 	}
-	if len(p.Waits) > 0 {
-		if p.MaxRetries > 0 && k > p.MaxRetries {
-			return 0, false
-		}
-		if k <= len(p.Waits) {
-			return p.Waits[k-1], true
-		}
-		last := p.Waits[len(p.Waits)-1]
-		// The last wait repeats only under a deadline, and only if it is
-		// positive: repeating a zero wait would hammer a provider that is
-		// down until the deadline.
-		if !hasDeadline || last <= 0 {
-			return 0, false
-		}
-		return last, true
+	if len(p.Waits) == 0 {
+		return fullJitter(k, p.MaxWait), true
 	}
-	if k > p.MaxRetries {
-		return 0, false
-	}
-	return fullJitter(k, p.MaxWait), true
+	return p.Waits[min(k, len(p.Waits))-1], true
 }
 
 // fullJitter returns a random duration in [0, min(maxWait, 2^(k-1) s)].
@@ -82,18 +89,18 @@ func fullJitter(k int, maxWait time.Duration) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceiling) + 1))
 }
 
-// nextWait decides whether retry k (1-based within the round) follows and
-// after how long. serverWait is what the server asked for (hasServerWait
-// false when it asked for nothing). now and deadline come from the
-// request's clock and context. held says that the retry waits at a
-// coordinated gate (see Coordination) instead of sleeping the schedule's
-// own wait: only the server's wait is then counted here, and the gate
-// enforces the deadline and reserve while it holds. p must be resolved.
-func (p *Policy) nextWait(k int, serverWait time.Duration, hasServerWait bool, now, deadline time.Time, hasDeadline, held bool) (time.Duration, stop) {
-	wait, ok := p.scheduleWait(k, hasDeadline)
+// plan decides whether a retry follows and after how long, from the
+// schedule's wait for it (ok false: the schedule allows none), the wait the
+// server asked for (hasServerWait false when it asked for nothing) and the
+// call's limits, at now. held says that the retry waits at a coordinated
+// gate (see Coordination) instead of sleeping the schedule's own wait: only
+// the server's wait is then counted here, and the gate enforces the limits
+// while it holds. p must be resolved.
+func (p *Policy) plan(sched time.Duration, ok bool, serverWait time.Duration, hasServerWait bool, now time.Time, lim limits, held bool) (time.Duration, stop) {
 	if !ok {
 		return 0, stopSpent
 	}
+	wait := sched
 	if held {
 		wait = 0
 	}
@@ -103,8 +110,8 @@ func (p *Policy) nextWait(k int, serverWait time.Duration, hasServerWait bool, n
 		}
 		wait = max(wait, serverWait)
 	}
-	if hasDeadline && now.Add(wait).Add(p.Reserve).After(deadline) {
-		return 0, stopDeadline
+	if why := lim.allows(now.Add(wait)); why != stopNone {
+		return 0, why
 	}
 	return wait, stopNone
 }

@@ -180,14 +180,46 @@ func TestIsStreamDetection(t *testing.T) {
 			}
 			return req
 		}, true},
-		{"GetBody reader without io.WriterTo, stream last past the 1 MiB read limit", func(t *testing.T) *http.Request {
+		{"GetBody reader without io.WriterTo, stream last after MiB", func(t *testing.T) *http.Request {
 			body := `{"messages":` + big + `,"stream":true}`
 			req := streamRequest(t, testURL, body)
 			req.GetBody = func() (io.ReadCloser, error) {
 				return io.NopCloser(readOnlyReader{strings.NewReader(body)}), nil
 			}
 			return req
+		}, true},
+		{"langchaingo: stream in the middle, after MiB of messages, before other keys", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"model":"gpt-4o","messages":`+big+`,"stream":true,"stream_options":{"include_usage":true},"temperature":0}`)
+		}, true},
+		{"go-openai: stream in the middle of a small body", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}`)
+		}, true},
+		{"an escaped key spelling stream", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"messages":`+big+`,"str\u0065am":true,"model":"m"}`)
+		}, true},
+		{"the last of duplicate stream keys counts, as encoding/json counts it", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"stream":true,"messages":`+big+`,"stream":false}`)
 		}, false},
+		{"stream true as a string does not count", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `{"stream":"true","messages":[]}`)
+		}, false},
+		{"a body that is not a JSON object", func(t *testing.T) *http.Request {
+			return streamRequest(t, testURL, `["stream",true]`)
+		}, false},
+		{"Bedrock ConverseStream path", func(t *testing.T) *http.Request {
+			return streamRequest(t, "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream", `{"messages":[]}`)
+		}, true},
+		{"Bedrock InvokeModelWithResponseStream path", func(t *testing.T) *http.Request {
+			return streamRequest(t, "https://bedrock-runtime.us-east-1.amazonaws.com/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.m/invoke-with-response-stream", `{"prompt":"hi"}`)
+		}, true},
+		{"Bedrock Converse path is not a stream", func(t *testing.T) *http.Request {
+			return streamRequest(t, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse", `{"messages":[]}`)
+		}, false},
+		{"Accept: application/vnd.amazon.eventstream", func(t *testing.T) *http.Request {
+			req := streamRequest(t, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke", `{}`)
+			req.Header.Set("Accept", "application/vnd.amazon.eventstream")
+			return req
+		}, true},
 		{"no body, no header", func(t *testing.T) *http.Request {
 			req, err := http.NewRequest(http.MethodGet, testURL, nil)
 			require.NoError(t, err)

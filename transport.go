@@ -23,10 +23,8 @@
 package llmretry
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 )
 
@@ -121,38 +119,38 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	// The first attempt: the caller's request, with its context marked so
-	// that llmretry layers below us pass it through.
-	out := req.WithContext(markRetrying(ctx))
+	// that llmretry layers below us pass it through, and its body watched
+	// so that a failure to read it is not taken for the provider's.
+	f := &flight{Context: ctx}
+	out := req.WithContext(f)
 	getBody := req.GetBody
-	if getBody == nil && req.Body != nil && req.Body != http.NoBody {
-		// Without GetBody the body can be sent only once: keep one copy.
-		buf, err := io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("llmretry: reading request body: %w", err)
+	if hasBody(req) {
+		if getBody == nil {
+			// Without GetBody the body can be sent only once: keep one
+			// copy.
+			buf, err := copyBody(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			getBody = replayBody(buf)
+			out.GetBody = getBody
+			out.Body, _ = getBody()
 		}
-		getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
-		out.Body, _ = getBody()
-		out.GetBody = getBody
+		f.body.rc = out.Body
+		out.Body = &f.body
 	}
+	p := t.policyFor(cp)
 	if t.coord != nil {
-		return t.roundTripCoordinated(base, req, out, getBody, cp)
+		return t.roundTripCoordinated(newCall(f, base, p, req, out, getBody))
 	}
 	resp, err := normalize(base.RoundTrip(out))
 	if err == nil && resp.StatusCode < 400 {
-		if p := t.policyFor(cp); p.OnAttempt != nil {
+		if p.OnAttempt != nil {
 			p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp})
 		}
 		return resp, nil
 	}
-	c := &call{
-		base:    base,
-		p:       t.policyFor(cp),
-		req:     req,
-		out:     out,
-		getBody: getBody,
-	}
-	return c.run(resp, err)
+	return newCall(f, base, p, req, out, getBody).run(resp, err)
 }
 
 // normalize enforces the RoundTripper contract on a base's result: a

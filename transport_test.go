@@ -77,7 +77,10 @@ func TestSeedFailsTwiceThenAnswers(t *testing.T) {
 
 func TestRetryableStatusesAndErrors(t *testing.T) {
 	retried := []step{fail(408), fail(425), fail(429), fail(500), fail(502), fail(503), fail(504), fail(529), refused,
-		{err: &netOpError{syscall.ECONNRESET}}, {err: io.EOF}, {err: io.ErrUnexpectedEOF}, {err: timeoutError{}}}
+		{err: &netOpError{syscall.ECONNRESET}}, {err: io.EOF}, {err: io.ErrUnexpectedEOF}, {err: timeoutError{}},
+		// A context's error from below while the caller's context is
+		// alive: a middleware's own timeout or cancellation.
+		{err: context.DeadlineExceeded}, {err: context.Canceled}}
 	for _, s := range retried {
 		t.Run(fmt.Sprintf("retried %d %v", s.status, s.err), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -90,7 +93,7 @@ func TestRetryableStatusesAndErrors(t *testing.T) {
 		})
 	}
 	final := []step{fail(400), fail(401), fail(403), fail(404), fail(409), fail(422), fail(501),
-		{err: context.Canceled}, {err: context.DeadlineExceeded}, {err: x509.UnknownAuthorityError{}},
+		{err: x509.UnknownAuthorityError{}},
 		{err: errors.New(`unsupported protocol scheme "ftp"`)}, {err: errors.New(`net/http: invalid header field name "\x00"`)},
 		{err: Permanent(errors.New("signer refused"))}}
 	for _, s := range final {

@@ -1,0 +1,90 @@
+package llmretry
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// sigV4Lifetime is how long AWS accepts a Signature Version 4 signature
+// after the time it was made for (X-Amz-Date): requests older than that
+// are refused with 403 InvalidSignatureException.
+const sigV4Lifetime = 5 * time.Minute
+
+// limits are the instants after which a call sends nothing more: its
+// deadline less its reserve (the host keeps the reserve to act on a
+// failure), and, for a request signed with AWS Signature Version 4, the
+// signature's expiry (a resent request carries the first attempt's
+// signature). Every wait, every hold and every read of a failed reply's
+// body is bounded by them. The zero value has none.
+type limits struct {
+	giveUp time.Time // deadline − reserve; zero without a deadline
+	signed time.Time // the signature's expiry; zero if not SigV4-signed
+}
+
+// limitsOf returns the limits of a call with context ctx, policy p (resolved)
+// and request req.
+func limitsOf(ctx context.Context, p *Policy, req *http.Request) limits {
+	var l limits
+	if deadline, ok := ctx.Deadline(); ok {
+		l.giveUp = deadline.Add(-p.Reserve)
+	}
+	if at, ok := signedAt(req.Header); ok {
+		l.signed = at.Add(sigV4Lifetime)
+	}
+	return l
+}
+
+// hasDeadline reports whether the call has a deadline.
+func (l limits) hasDeadline() bool { return !l.giveUp.IsZero() }
+
+// allows says whether an attempt may be sent at t: stopNone if it may, or
+// which limit it would pass.
+func (l limits) allows(t time.Time) stop {
+	switch {
+	case !l.giveUp.IsZero() && t.After(l.giveUp):
+		return stopDeadline
+	case !l.signed.IsZero() && t.After(l.signed):
+		return stopSigned
+	}
+	return stopNone
+}
+
+// latest returns the last instant at which an attempt may be sent, or the
+// zero time when nothing bounds it.
+func (l limits) latest() time.Time {
+	switch {
+	case l.giveUp.IsZero():
+		return l.signed
+	case l.signed.IsZero() || l.giveUp.Before(l.signed):
+		return l.giveUp
+	}
+	return l.signed
+}
+
+// before returns the instant d before the latest one (the time a read may
+// take so that an attempt after a wait of d still fits), or the zero time
+// when nothing bounds it.
+func (l limits) before(d time.Duration) time.Time {
+	t := l.latest()
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(-d)
+}
+
+// signedAt returns when a request signed with AWS Signature Version 4 was
+// signed: the X-Amz-Date of a request whose Authorization is
+// AWS4-HMAC-SHA256 (the Date header if it has no X-Amz-Date).
+func signedAt(h http.Header) (time.Time, bool) {
+	if !strings.HasPrefix(strings.TrimSpace(h.Get("Authorization")), "AWS4-HMAC-SHA256") {
+		return time.Time{}, false
+	}
+	if v := h.Get("X-Amz-Date"); v != "" {
+		t, err := time.Parse("20060102T150405Z", v)
+		return t, err == nil
+	}
+	t, err := http.ParseTime(h.Get("Date"))
+	return t, err == nil
+}
