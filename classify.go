@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -139,6 +140,13 @@ var requestFaults = [...]string{
 	"larger than specified content length", // HTTP/2: body longer than ContentLength
 	"Request.RequestURI can't be set",      // a server request passed on as it is
 	"header list larger than peer's",       // HTTP/2: headers above the server's limit
+}
+
+// hasControlChar reports whether u would go on the wire with a control
+// character, which no server takes (net/http refuses to write it over
+// HTTP/1; over HTTP/2 it is sent, and refused).
+func hasControlChar(u *url.URL) bool {
+	return u != nil && strings.ContainsFunc(u.RequestURI(), func(r rune) bool { return r < ' ' || r == 0x7f })
 }
 
 // finalMessages are fragments of other untyped errors no retry fixes.

@@ -246,8 +246,10 @@ func (c *call) classify() (stop, evidence, time.Duration, bool) {
 		return stopFinal, evNone, 0, false // the caller's own context ended
 	}
 	if c.err != nil {
-		if c.fault || c.watch.err() != nil {
-			return stopFinal, evNone, 0, false // the request's own body
+		if c.fault || c.watch.err() != nil || hasControlChar(c.req.URL) {
+			// The request's own: its body failed, or its URL is one no
+			// server takes (HTTP/2 sends it, and the server refuses it).
+			return stopFinal, evNone, 0, false
 		}
 		switch classifyErr(c.err) {
 		case errRequest, errFinal:

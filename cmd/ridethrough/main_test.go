@@ -218,10 +218,12 @@ func TestNoOutageOneAttempt(t *testing.T) {
 func TestCrowdCoordinatedSendsLess(t *testing.T) {
 	// 20 calls through 2 s of 502: one Transport per call sends each
 	// call's attempts at 0, 100 ms, 300 ms, 500 ms, … (11 in the outage);
-	// the coordinated Transport sends the first attempts, a probe every
-	// 200 ms at most, and one attempt per call after the recovery
+	// the coordinated Transport sends the first attempts of the calls that
+	// start before the outage is known (held calls send none), a probe
+	// every 200 ms at most, and one attempt per call after the recovery
 	// (about 50). The margins hold on a loaded machine: late attempts
-	// mean fewer of them for both.
+	// mean fewer of them for both. What coordination guarantees below is
+	// only each call's answer and the failure that found the outage.
 	code, stdout, stderr := runDemo(t, "-calls", "20", "-fault", "502", "-down", "2s", "-waits", "100ms,200ms",
 		"-deadline", "5s", "-reserve", "100ms", "-probe", "200ms")
 	require.Equal(t, exitOK, code)
@@ -239,6 +241,6 @@ func TestCrowdCoordinatedSendsLess(t *testing.T) {
 	coordinated, _ := strconv.Atoi(m[1][3])
 	assert.GreaterOrEqual(t, independent, 20*8, "one Transport per call: about 11 attempts each during 2 s of 502")
 	assert.Less(t, coordinated, independent/2, "the coordinated Transport sends far less")
-	assert.GreaterOrEqual(t, coordinated, 2*20, "each call's first attempt and its answer")
+	assert.Greater(t, coordinated, 20, "each call's answer, and the failure that found the outage")
 	assert.Eventually(t, func() bool { return demoGoroutines() == "" }, 2*time.Second, 5*time.Millisecond, "goroutines left after run")
 }

@@ -1,0 +1,286 @@
+package llmretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// stallBody is a response body that delivers prefix, then blocks until it
+// is closed: a reply whose body starts and then stalls.
+type stallBody struct {
+	prefix string
+	mu     sync.Mutex
+	off    int
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newStallBody(prefix string) *stallBody {
+	return &stallBody{prefix: prefix, closed: make(chan struct{})}
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.off < len(b.prefix) {
+		n := copy(p, b.prefix[b.off:])
+		b.off += n
+		b.mu.Unlock()
+		return n, nil
+	}
+	b.mu.Unlock()
+	<-b.closed
+	return 0, errors.New("stallBody: closed")
+}
+
+func (b *stallBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// stallBase answers every request with a 503 of content type ct whose body
+// stalls after a few bytes, and records when each attempt arrived.
+type stallBase struct {
+	ct     string
+	mu     sync.Mutex
+	times  []time.Time
+	bodies []*stallBody
+}
+
+func (b *stallBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	body := newStallBody(`{"error":`)
+	b.mu.Lock()
+	b.times = append(b.times, time.Now())
+	b.bodies = append(b.bodies, body)
+	b.mu.Unlock()
+	h := http.Header{"Content-Type": {b.ct}}
+	return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: h, Body: body, ContentLength: 1000, Request: r}, nil
+}
+
+// The reserve holds while a failed reply's body is read: a 503 whose body
+// starts and then stalls comes back when the bare transport's would (at
+// once) if no retry fits before the deadline minus the reserve, and no
+// later than the last moment a retry still fits if one does; the caller
+// gets it with at least the reserve left and its body readable from the
+// first byte. Both readers are bounded: the signal peek (JSON) and the
+// drain of a discarded body (text/html).
+func TestStalledErrorBodyKeepsTheReserve(t *testing.T) {
+	const (
+		deadline = 3 * time.Second
+		reserve  = 2 * time.Second
+	)
+	cases := []struct {
+		name     string
+		ct       string
+		wait     time.Duration
+		returned time.Duration // when the caller gets the 503
+		attempts int
+	}{
+		{"JSON, no retry fits", "application/json", 1500 * time.Millisecond, 0, 1},
+		{"text/html, no retry fits", "text/html", 1500 * time.Millisecond, 0, 1},
+		{"JSON, a retry fits: the peek ends when it no longer would", "application/json", 100 * time.Millisecond, time.Second, 2},
+		{"text/html, a retry fits: the drain ends in time for it", "text/html", 100 * time.Millisecond, time.Second, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &stallBase{ct: c.ct}
+				rt := mustNew(t, base, Policy{Waits: []time.Duration{c.wait}, Reserve: reserve})
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				defer cancel()
+				start := time.Now()
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{}`))
+				require.NoError(t, err)
+				resp, err := rt.RoundTrip(req)
+				require.NoError(t, err)
+				assert.Equal(t, c.returned, time.Since(start), "when the caller gets it")
+				assert.GreaterOrEqual(t, time.Until(start.Add(deadline)), reserve, "the reserve is left")
+				assert.Equal(t, 503, resp.StatusCode)
+				assert.Len(t, base.times, c.attempts)
+				got := make([]byte, len(`{"error":`))
+				_, err = io.ReadFull(resp.Body, got)
+				require.NoError(t, err)
+				assert.Equal(t, `{"error":`, string(got), "readable from the first byte")
+				require.NoError(t, resp.Body.Close())
+				for i, b := range base.bodies {
+					select {
+					case <-b.closed:
+					default:
+						t.Errorf("body %d not closed", i)
+					}
+				}
+			})
+		})
+	}
+}
+
+// The same stalled 503 over a real connection: the caller gets it within a
+// few milliseconds of the bare transport, with the reserve left.
+func TestStalledErrorBodyOverTheNetwork(t *testing.T) {
+	for _, ct := range []string{"application/json", "text/html"} {
+		t.Run(ct, func(t *testing.T) {
+			stop := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", ct)
+				w.Header().Set("Content-Length", "1000")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, `{"error":`)
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+				case <-stop:
+				}
+			}))
+			defer srv.Close()
+			defer close(stop)
+			tr := srv.Client().Transport.(*http.Transport)
+			defer tr.CloseIdleConnections()
+			send := func(rt http.RoundTripper) (time.Duration, time.Duration) {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{}`))
+				require.NoError(t, err)
+				start := time.Now()
+				resp, err := rt.RoundTrip(req)
+				took := time.Since(start)
+				require.NoError(t, err)
+				assert.Equal(t, 503, resp.StatusCode)
+				deadline, _ := ctx.Deadline()
+				left := time.Until(deadline)
+				resp.Body.Close()
+				return took, left
+			}
+			bare, _ := send(tr)
+			took, left := send(mustNew(t, tr, Policy{Waits: []time.Duration{1500 * time.Millisecond}, Reserve: 2 * time.Second}))
+			t.Logf("bare %v, llmretry %v, %v left", bare, took, left)
+			assert.Less(t, took, bare+timeBound(100*time.Millisecond, 500*time.Millisecond), "within a few ms of the bare transport")
+			assert.GreaterOrEqual(t, left, 2*time.Second, "the reserve is left")
+		})
+	}
+}
+
+// Copying a body that has no GetBody honours the request's context: a body
+// that blocks ends the call when the context does, not when the body
+// unblocks, and nothing is sent.
+func TestCopyBodyHonoursTheContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go func() { _, _ = pw.Write([]byte(`{"model":`)) }() // then nothing
+		prov := newProvider(ok)
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, pr)
+		require.NoError(t, err)
+		start := time.Now()
+		resp, err := mustNew(t, prov.mock, Policy{}).RoundTrip(req)
+		assert.Nil(t, resp)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 500*time.Millisecond, time.Since(start), "ends with the context")
+		assert.Zero(t, prov.attempts())
+	})
+}
+
+// A body without GetBody (aws-sdk-go-v2's) costs one copy of its size on a
+// first-try success when its ContentLength is known, not io.ReadAll's
+// doubling.
+func TestBodyWithoutGetBodyCostsOneCopy(t *testing.T) {
+	const size = 4 << 20
+	payload := bytes.Repeat([]byte("x"), size)
+	rt := mustNew(t, memBase{}, Policy{})
+	send := func(withLength bool) uint64 {
+		req, err := http.NewRequest(http.MethodPost, "http://mem.test/model/m/converse", io.NopCloser(bytes.NewReader(payload)))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261201/us-east-1/bedrock/aws4_request")
+		if withLength {
+			req.ContentLength = size
+		}
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		resp, err := rt.RoundTrip(req)
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	known := send(true)
+	unknown := send(false)
+	t.Logf("allocated for a 4 MiB body: %d KiB with ContentLength, %d KiB without", known>>10, unknown>>10)
+	assert.LessOrEqual(t, known, uint64(size+256<<10), "one copy, sized from ContentLength")
+	assert.Greater(t, unknown, known, "without a length the copy grows")
+}
+
+// readAllSized reads exactly what the body holds, whatever ContentLength
+// announced: shorter, longer, unknown.
+func TestReadAllSized(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		n    int64
+	}{{"hello", 5}, {"hello", 3}, {"hello", 10}, {"hello", -1}, {"", 0}, {"", 4}} {
+		got, err := readAllSized(strings.NewReader(c.body), c.n)
+		require.NoError(t, err)
+		assert.Equal(t, c.body, string(got), "announced %d", c.n)
+	}
+	_, err := readAllSized(errBody{}, 10)
+	assert.ErrorContains(t, err, "disk on fire")
+}
+
+// A request body's own read failure is told apart from the provider's:
+// only a failure before the base closed the body counts.
+func TestWatchedBody(t *testing.T) {
+	w := &watchedBody{rc: errBody{}}
+	_, err := w.Read(make([]byte, 1))
+	require.Error(t, err)
+	assert.ErrorContains(t, w.err(), "disk on fire")
+
+	closedFirst := &watchedBody{rc: errBody{}}
+	require.NoError(t, closedFirst.Close())
+	_, _ = closedFirst.Read(make([]byte, 1))
+	assert.NoError(t, closedFirst.err(), "a read after Close fails because of the close")
+
+	eof := &watchedBody{rc: io.NopCloser(strings.NewReader(""))}
+	_, _ = eof.Read(make([]byte, 1))
+	assert.NoError(t, eof.err(), "EOF is no failure")
+	assert.NoError(t, (*watchedBody)(nil).err())
+}
+
+// The read-ahead of a peek that ran out of time hands over every byte in
+// order once they arrive, then the rest of the body, and its goroutine
+// ends when the body is closed.
+func TestPeekThatRanOutOfTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		resp := &http.Response{Body: pr, ContentLength: -1}
+		var wrote atomic.Bool
+		go func() {
+			_, _ = pw.Write([]byte("abc"))
+			time.Sleep(time.Second) // the provider stalls
+			wrote.Store(true)
+			_, _ = pw.Write([]byte(strings.Repeat("d", 9000)))
+			pw.Close()
+		}()
+		buf, ok := peekBody(resp, 8<<10, time.Now().Add(100*time.Millisecond))
+		assert.False(t, ok, "the peek ran out of time")
+		assert.Nil(t, buf)
+		all, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.True(t, wrote.Load())
+		assert.Equal(t, "abc"+strings.Repeat("d", 9000), string(all))
+		require.NoError(t, resp.Body.Close())
+	})
+}

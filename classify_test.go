@@ -1,0 +1,264 @@
+package llmretry
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countingRT counts the attempts that reach its RoundTripper.
+type countingRT struct {
+	rt http.RoundTripper
+	n  atomic.Int32
+}
+
+func (c *countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+// realServers returns an HTTP/1.1 and an HTTP/2 test server answering 200,
+// with their clients' transports, closed when the test ends.
+func realServers(t *testing.T) map[string]struct {
+	url string
+	rt  http.RoundTripper
+} {
+	t.Helper()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"answer":42}`))
+	})
+	h1 := httptest.NewServer(h)
+	h2 := httptest.NewUnstartedServer(h)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	t.Cleanup(func() {
+		h1.Close()
+		h2.Close()
+		h1.Client().CloseIdleConnections()
+		h2.Client().CloseIdleConnections()
+	})
+	return map[string]struct {
+		url string
+		rt  http.RoundTripper
+	}{
+		"HTTP/1.1": {h1.URL, h1.Client().Transport},
+		"HTTP/2":   {h2.URL, h2.Client().Transport},
+	}
+}
+
+// A request that no server will take as it is fails in net/http itself,
+// over HTTP/1.1 and HTTP/2 alike. Its error is the request's own fault: it
+// is sent once, never retried, and Retryable says false.
+func TestRequestFaultsAreFinal(t *testing.T) {
+	cases := []struct {
+		name   string
+		mod    func(t *testing.T, req *http.Request)
+		h1only bool // HTTP/2 sends it as it is (and the server takes it)
+	}{
+		{"ContentLength=10 with Body length 5", func(t *testing.T, req *http.Request) {
+			req.Body = io.NopCloser(strings.NewReader("12345"))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("12345")), nil }
+			req.ContentLength = 10
+		}, true},
+		{"a nil body with a ContentLength", func(t *testing.T, req *http.Request) {
+			req.Body, req.GetBody, req.ContentLength = nil, nil, 5
+		}, true},
+		{"a control character in the URL", func(t *testing.T, req *http.Request) {
+			req.URL.Opaque = "/v1/chat\x01"
+		}, false},
+		{"an invalid trailer name", func(t *testing.T, req *http.Request) {
+			req.Trailer = http.Header{"Bad Name": {"x"}}
+		}, false},
+		{"an invalid header name", func(t *testing.T, req *http.Request) {
+			req.Header["Bad Name"] = []string{"x"}
+		}, false},
+		{"an invalid header value", func(t *testing.T, req *http.Request) {
+			req.Header.Set("X-Note", "line\nbreak")
+		}, false},
+		{"an unsupported scheme", func(t *testing.T, req *http.Request) {
+			req.URL.Scheme = "ftp"
+		}, false},
+		{"an invalid method", func(t *testing.T, req *http.Request) {
+			req.Method = "BAD METHOD"
+		}, false},
+		{"no host", func(t *testing.T, req *http.Request) {
+			req.URL.Host, req.Host = "", ""
+		}, false},
+	}
+	for proto, srv := range realServers(t) {
+		for _, c := range cases {
+			if c.h1only && proto != "HTTP/1.1" {
+				continue
+			}
+			t.Run(proto+"/"+c.name, func(t *testing.T) {
+				base := &countingRT{rt: srv.rt}
+				req, err := http.NewRequest(http.MethodPost, srv.url+"/v1/chat", strings.NewReader(`{"model":"m"}`))
+				require.NoError(t, err)
+				c.mod(t, req)
+				resp, err := mustNew(t, base, Policy{Waits: []time.Duration{0, 0, 0}}).RoundTrip(req)
+				if resp != nil {
+					resp.Body.Close()
+				}
+				var ex *Exhausted
+				require.ErrorAs(t, err, &ex, "net/http refuses the request")
+				assert.Equal(t, int32(1), base.n.Load(), "sent once: %v", ex.Err)
+				assert.Equal(t, 1, ex.Attempts)
+				if proto == "HTTP/2" && strings.Contains(c.name, "control") {
+					return // the server refuses it: the Transport tells by the URL itself
+				}
+				assert.False(t, Retryable(nil, ex.Err), "Retryable says false for %q", ex.Err)
+				assert.Equal(t, errRequest, classifyErr(ex.Err), "%q is the request's own fault", ex.Err)
+			})
+		}
+	}
+}
+
+// The same faults as plain errors, as other bases word them.
+func TestRetryableSaysFalseForRequestFaults(t *testing.T) {
+	for _, msg := range []string{
+		`net/http: HTTP/1.x transport connection broken: http: ContentLength=10 with Body length 5`,
+		`http: Request.ContentLength=5 with nil Body`,
+		`net/http: can't write control character in Request.URL`,
+		`net/http: invalid trailer field name "Bad Name"`,
+		`http2: invalid HTTP trailer invalid header field name "Bad Name"`,
+		`unsupported protocol scheme "ftp"`,
+	} {
+		assert.False(t, Retryable(nil, errors.New(msg)), msg)
+		assert.True(t, Retryable(nil, errors.New("read tcp: connection reset by peer")))
+	}
+}
+
+// A request body that fails to read is the request's own fault, even when
+// the base reports it as its error: one attempt, not four.
+func TestRequestBodyFailureIsFinal(t *testing.T) {
+	for proto, srv := range realServers(t) {
+		t.Run(proto, func(t *testing.T) {
+			base := &countingRT{rt: srv.rt}
+			req, err := http.NewRequest(http.MethodPost, srv.url+"/v1", errBody{})
+			require.NoError(t, err)
+			req.GetBody = func() (io.ReadCloser, error) { return errBody{}, nil }
+			req.ContentLength = 100
+			resp, err := mustNew(t, base, Policy{Waits: []time.Duration{0, 0, 0}}).RoundTrip(req)
+			assert.Nil(t, resp)
+			var ex *Exhausted
+			require.ErrorAs(t, err, &ex)
+			assert.ErrorContains(t, err, "disk on fire")
+			assert.Equal(t, int32(1), base.n.Load())
+		})
+	}
+}
+
+// A GetBody that fails on a retry ends the call with its error; nothing is
+// sent without the body.
+func TestGetBodyFailureIsFinal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(503), ok)
+		req, err := http.NewRequest(http.MethodPost, testURL, strings.NewReader(`{}`))
+		require.NoError(t, err)
+		calls := 0
+		req.GetBody = func() (io.ReadCloser, error) {
+			calls++
+			return nil, errors.New("the spool is gone")
+		}
+		resp, err := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, time.Second}}).RoundTrip(req)
+		assert.Nil(t, resp)
+		var ex *Exhausted
+		require.ErrorAs(t, err, &ex)
+		assert.ErrorContains(t, err, "the spool is gone")
+		assert.Equal(t, 1, prov.attempts(), "nothing sent without its body")
+		assert.Equal(t, 1, ex.Attempts)
+	})
+}
+
+// A timeout from below the Transport while the caller's context is alive
+// is retried: a middleware's own per-attempt deadline, and net/http's
+// ResponseHeaderTimeout. Only the caller's own context ending is final.
+func TestTimeoutsFromBelowAreRetried(t *testing.T) {
+	t.Run("a per-attempt timeout middleware", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var n atomic.Int32
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second) // the middleware's own
+				defer cancel()
+				if n.Add(1) == 1 {
+					<-ctx.Done() // the first attempt hangs
+					return nil, ctx.Err()
+				}
+				return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			resp, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}), ctx)
+			require.NoError(t, err)
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, int32(2), n.Load())
+		})
+	})
+	t.Run("ResponseHeaderTimeout", func(t *testing.T) {
+		var n atomic.Int32
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) == 1 {
+				select { // the first reply's headers come too late
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}
+			_, _ = w.Write([]byte(`{"answer":42}`))
+		}))
+		defer srv.Close()
+		defer close(release)
+		tr := &http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}
+		defer tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{}`))
+		require.NoError(t, err)
+		resp, err := mustNew(t, tr, Policy{Waits: []time.Duration{0}, Reserve: time.Second}).RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, `{"answer":42}`, bodyOf(t, resp))
+		assert.Equal(t, int32(2), n.Load())
+	})
+	t.Run("the caller's own deadline is final", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var n atomic.Int32
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				n.Add(1)
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{0}}), ctx)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, int32(1), n.Load())
+		})
+	})
+}
+
+// A certificate the client does not trust is final through the real TLS
+// stack: a retry would meet the same certificate.
+func TestUntrustedCertificateIsFinal(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{}} // the test CA is not trusted
+	defer tr.CloseIdleConnections()
+	base := &countingRT{rt: tr}
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	_, err = mustNew(t, base, Policy{Waits: []time.Duration{0, 0}}).RoundTrip(req)
+	require.Error(t, err)
+	assert.Equal(t, int32(1), base.n.Load())
+}
