@@ -88,26 +88,49 @@ func replayBody(buf []byte) func() (io.ReadCloser, error) {
 }
 
 // watchedBody is a request body as the base receives it: it passes reads
-// and the close through, and remembers whether a read failed before the
-// body was closed. Such a failure is the request's own (its body could not
-// be read), not the provider's, and is never retried.
+// and the close through, and remembers whether the body failed before it
+// was closed: a read error, or an end before or after the ContentLength
+// the request announced. Such a failure is the request's own, not the
+// provider's, and is never retried. (net/http reports a short body as
+// "ContentLength=10 with Body length 5", or, when its read of the broken
+// connection wins the race, as a closed connection: the body itself
+// tells.)
 //
 // The base may read and close it from its own goroutines, so its state is
 // atomic.
 type watchedBody struct {
 	rc     io.ReadCloser
+	want   int64 // the request's ContentLength; 0 or less: not checked
+	read   atomic.Int64
 	closed atomic.Bool
-	failed atomic.Pointer[error] // the first read error before Close
+	failed atomic.Pointer[error] // the first failure before Close
+}
+
+// watch returns body watched against the length want.
+func watch(body io.ReadCloser, want int64) *watchedBody {
+	return &watchedBody{rc: body, want: want}
 }
 
 // Read reads from the body, noting a failure.
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if err != nil && err != io.EOF && !b.closed.Load() {
-		b.failed.CompareAndSwap(nil, &err)
+	total := b.read.Add(int64(n))
+	if b.closed.Load() {
+		return n, err
+	}
+	switch {
+	case err != nil && err != io.EOF:
+		b.fail(err)
+	case b.want > 0 && total > b.want:
+		b.fail(fmt.Errorf("llmretry: request body longer than its ContentLength %d", b.want))
+	case b.want > 0 && err == io.EOF && total < b.want:
+		b.fail(fmt.Errorf("llmretry: request body of %d bytes, shorter than its ContentLength %d", total, b.want))
 	}
 	return n, err
 }
+
+// fail records err, if no failure was recorded before.
+func (b *watchedBody) fail(err error) { b.failed.CompareAndSwap(nil, &err) }
 
 // Close closes the body.
 func (b *watchedBody) Close() error {
@@ -115,7 +138,7 @@ func (b *watchedBody) Close() error {
 	return b.rc.Close()
 }
 
-// err returns the read error the body saw, or nil. A nil b has none.
+// err returns the failure the body saw, or nil. A nil b has none.
 func (b *watchedBody) err() error {
 	if b == nil {
 		return nil

@@ -243,20 +243,30 @@ func TestReadAllSized(t *testing.T) {
 // A request body's own read failure is told apart from the provider's:
 // only a failure before the base closed the body counts.
 func TestWatchedBody(t *testing.T) {
-	w := &watchedBody{rc: errBody{}}
+	w := watch(errBody{}, 0)
 	_, err := w.Read(make([]byte, 1))
 	require.Error(t, err)
 	assert.ErrorContains(t, w.err(), "disk on fire")
 
-	closedFirst := &watchedBody{rc: errBody{}}
+	closedFirst := watch(errBody{}, 0)
 	require.NoError(t, closedFirst.Close())
 	_, _ = closedFirst.Read(make([]byte, 1))
 	assert.NoError(t, closedFirst.err(), "a read after Close fails because of the close")
 
-	eof := &watchedBody{rc: io.NopCloser(strings.NewReader(""))}
+	eof := watch(io.NopCloser(strings.NewReader("")), 0)
 	_, _ = eof.Read(make([]byte, 1))
 	assert.NoError(t, eof.err(), "EOF is no failure")
 	assert.NoError(t, (*watchedBody)(nil).err())
+
+	short := watch(io.NopCloser(strings.NewReader("12345")), 10)
+	_, _ = io.ReadAll(short)
+	assert.ErrorContains(t, short.err(), "shorter than its ContentLength 10")
+	long := watch(io.NopCloser(strings.NewReader("12345")), 3)
+	_, _ = io.ReadAll(long)
+	assert.ErrorContains(t, long.err(), "longer than its ContentLength 3")
+	exact := watch(io.NopCloser(strings.NewReader("12345")), 5)
+	_, _ = io.ReadAll(exact)
+	assert.NoError(t, exact.err())
 }
 
 // The read-ahead of a peek that ran out of time hands over every byte in

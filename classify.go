@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -142,11 +141,16 @@ var requestFaults = [...]string{
 	"header list larger than peer's",       // HTTP/2: headers above the server's limit
 }
 
-// hasControlChar reports whether u would go on the wire with a control
-// character, which no server takes (net/http refuses to write it over
+// malformed reports whether req, as sent, is one no server takes, whatever
+// error its attempt ended with (net/http's own refusal races with its read
+// of the connection it broke for it): a ContentLength with no body, or a
+// URL with a control character (which net/http refuses to write over
 // HTTP/1; over HTTP/2 it is sent, and refused).
-func hasControlChar(u *url.URL) bool {
-	return u != nil && strings.ContainsFunc(u.RequestURI(), func(r rune) bool { return r < ' ' || r == 0x7f })
+func malformed(req *http.Request) bool {
+	if req.ContentLength > 0 && (req.Body == nil || req.Body == http.NoBody) {
+		return true
+	}
+	return req.URL != nil && strings.ContainsFunc(req.URL.RequestURI(), func(r rune) bool { return r < ' ' || r == 0x7f })
 }
 
 // finalMessages are fragments of other untyped errors no retry fixes.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,8 +40,12 @@ func realServers(t *testing.T) map[string]struct {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = w.Write([]byte(`{"answer":42}`))
 	})
-	h1 := httptest.NewServer(h)
+	quiet := log.New(io.Discard, "", 0) // the servers' complaints about bad requests are expected
+	h1 := httptest.NewUnstartedServer(h)
+	h1.Config.ErrorLog = quiet
+	h1.Start()
 	h2 := httptest.NewUnstartedServer(h)
+	h2.Config.ErrorLog = quiet
 	h2.EnableHTTP2 = true
 	h2.StartTLS()
 	t.Cleanup(func() {
@@ -107,13 +112,14 @@ func TestRequestFaultsAreFinal(t *testing.T) {
 				req, err := http.NewRequest(http.MethodPost, srv.url+"/v1/chat", strings.NewReader(`{"model":"m"}`))
 				require.NoError(t, err)
 				c.mod(t, req)
-				resp, err := mustNew(t, base, Policy{Waits: []time.Duration{0, 0, 0}}).RoundTrip(req)
+				var rec recorder
+				resp, err := mustNew(t, base, Policy{Waits: []time.Duration{0, 0, 0}, OnAttempt: rec.on}).RoundTrip(req)
 				if resp != nil {
 					resp.Body.Close()
 				}
 				var ex *Exhausted
 				require.ErrorAs(t, err, &ex, "net/http refuses the request")
-				assert.Equal(t, int32(1), base.n.Load(), "sent once: %v", ex.Err)
+				assert.Equal(t, int32(1), base.n.Load(), "sent once: %v", rec.attempts)
 				assert.Equal(t, 1, ex.Attempts)
 				if proto == "HTTP/2" && strings.Contains(c.name, "control") {
 					return // the server refuses it: the Transport tells by the URL itself
@@ -251,7 +257,9 @@ func TestTimeoutsFromBelowAreRetried(t *testing.T) {
 // A certificate the client does not trust is final through the real TLS
 // stack: a retry would meet the same certificate.
 func TestUntrustedCertificateIsFinal(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
+	srv.StartTLS()
 	defer srv.Close()
 	tr := &http.Transport{TLSClientConfig: &tls.Config{}} // the test CA is not trusted
 	defer tr.CloseIdleConnections()

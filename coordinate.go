@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"runtime"
 	"time"
 )
 
@@ -34,28 +35,41 @@ const (
 //
 // A provider key is the request URL's host (with its port, if any) and the
 // credential the request carries: a hash of its Authorization, x-api-key,
-// api-key and x-goog-api-key headers and its key= query value. Calls with
-// different API keys to one host are coordinated separately, so that one
-// key's rate limit does not hold back another's. Only the hash is kept
-// (hash/maphash, seeded per Transport); the key's name in records and
-// errors is the host and 8 hex digits of it, never the credential.
+// api-key and x-goog-api-key headers and its key= query value (an AWS
+// Signature Version 4 Authorization counts by its access key ID, not its
+// per-request signature). Calls with different API keys to one host are
+// coordinated separately, so that one key's rate limit does not hold back
+// another's. Only hashes are kept: the key's name in records, errors and
+// the Store is whatever the Store makes of host and credential (the
+// in-process store: the host and 8 hex digits of a per-Transport seeded
+// hash), never the credential.
 //
 // For each key:
 //
 //   - An attempt that fails in a way that says the provider is down (a
 //     retryable 5xx such as 502, 503 or Anthropic's 529, or a failed
 //     connection) marks the key down. While it is down, retries and new
-//     calls for that key are held instead of sent, and one held call at a
-//     time goes out as the probe, at most ProbeInterval after the previous
-//     probe (a random 0–20 % sooner). Any response that is not a down
+//     calls for that key are held instead of sent, and one held call goes
+//     out as the probe, at most ProbeInterval after the previous probe was
+//     sent (a random 0–20 % sooner). Any response that is not a down
 //     failure (the probe's or a call already in flight) brings the key
-//     back up.
+//     back up. Only the provider's evidence counts: an error the request
+//     itself caused (malformed, its body failing, its caller's context)
+//     moves no key.
+//   - Every fact has a lifetime. The down state lapses three probe
+//     intervals after the last failure that confirmed it (while calls are
+//     held, probes keep confirming it), the probe lease after one probe
+//     interval (a probe slower than that does not block the next), a
+//     server wait at its end; a key that no call uses and that knows no
+//     live fact is forgotten, here and in the store.
 //   - A server wait (Retry-After, retry-after-ms, Gemini's RetryInfo) on a
 //     429 or 503 holds every call for the key until that instant, if the
 //     call that received it honours it (Policy.MaxRetryAfter).
 //   - When the key comes back (or the server's wait is over), the held
-//     calls are released at random times within ReleaseSpread; a failure
-//     during the spread marks the key down again and holds the rest.
+//     calls are released at random times within ReleaseSpread (or before
+//     each call's deadline minus its reserve, if that comes first); a
+//     failure during the spread marks the key down again and holds the
+//     rest.
 //   - A call keeps its own Policy: its retry count, MaxRetryAfter, deadline
 //     and reserve. While held it does not sleep its own waits; a call that
 //     can wait no longer (a wait past its deadline minus its reserve, or a
@@ -71,12 +85,18 @@ const (
 //     already limits them.
 //
 // Policy.OnHold records every hold, its reason and how it ended, and
-// Attempt.Probe marks the probes.
+// Attempt.Probe marks the probes. OnHold, OnAttempt and the Asker run on
+// the call's goroutine with no lock held, once the shared state is
+// consistent: a panic in one reaches the call's caller and leaves no lease
+// held and no budget spent.
+//
+// The facts live in the Store (the in-process one unless Store is set);
+// what waits on them (held calls, their timers) stays in the process. A
+// call to a key with no live fact takes no lock and makes no store call.
 //
 // The zero Coordination uses the defaults above. A Coordination is a value:
-// NewCoordinated keeps its own copy. The shared state lives in the
-// Transport, is safe for concurrent use, and forgets a key once no call is
-// using it and it is neither down nor under a server wait.
+// NewCoordinated keeps its own copy. The Transport's coordination is safe
+// for concurrent use.
 //
 // Only the outermost llmretry Transport coordinates: a coordinated
 // Transport nested under another one passes requests through.
@@ -96,6 +116,11 @@ type Coordination struct {
 	// MinRetries is the number of concurrent retries the budget always
 	// allows. Zero means DefaultMinRetries (3).
 	MinRetries int
+	// Store keeps the facts the calls share. Nil means an in-process store
+	// of the Transport's own; a shared store (see redisstore) makes every
+	// process that uses it coordinate as one. Transports may share a
+	// Store.
+	Store Store
 }
 
 // Validate reports whether c can be used, naming the first field that
@@ -147,6 +172,9 @@ func (c Coordination) resolved() Coordination {
 // calls at a time sends more attempts with it (one probe every 4–5 s while
 // the provider is down) than its calls' own schedules would, in exchange
 // for answering within seconds of the recovery.
+//
+// A Transport made with a shared Store watches it for changes for as long
+// as the Transport is reachable.
 func NewCoordinated(base http.RoundTripper, p Policy, c Coordination) (*Transport, error) {
 	if err := errors.Join(p.Validate(), c.Validate()); err != nil {
 		return nil, err
@@ -155,32 +183,8 @@ func NewCoordinated(base http.RoundTripper, p Policy, c Coordination) (*Transpor
 	if err != nil {
 		return nil, err
 	}
-	t.coord = newCoordinator(c.resolved())
+	co, stop := newCoordinator(c.resolved())
+	t.coord = co
+	runtime.AddCleanup(t, func(stop func()) { stop() }, stop)
 	return t, nil
-}
-
-// roundTripCoordinated is RoundTrip for a coordinated Transport: the first
-// attempt, too, passes the key's gate.
-func (t *Transport) roundTripCoordinated(c *call) (*http.Response, error) {
-	c.co = t.coord
-	out := c.first
-	c.key = t.coord.enter(c.req)
-	defer t.coord.leave(c)
-	probe, err := t.coord.admit(out.Context(), c, false)
-	if err != nil {
-		closeBody(out)
-		return nil, &Exhausted{Request: c.req, Err: err}
-	}
-	c.probe, c.wasProbe = probe, probe
-	resp, err := normalize(c.base.RoundTrip(out))
-	if err == nil && resp.StatusCode < 400 {
-		c.n = 1
-		c.resp = resp
-		t.coord.report(c, evUp, stopFinal, 0, false, time.Now())
-		if c.p.OnAttempt != nil {
-			c.p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp, Probe: probe})
-		}
-		return resp, nil
-	}
-	return c.run(resp, err)
 }

@@ -441,19 +441,20 @@ func TestCoordinatedKeysAreHostAndCredential(t *testing.T) {
 		a1 := mustRequest(t, context.Background())
 		a1.Header.Set("Authorization", "Bearer A")
 		a2 := a1.Clone(context.Background())
-		assert.Equal(t, co.keyOf(a1), co.keyOf(a2), "same host and credential: same key")
+		assert.Equal(t, keyOf(co.seed, a1), keyOf(co.seed, a2), "same host and credential: same key")
 		b := a1.Clone(context.Background())
 		b.Header.Set("Authorization", "Bearer B")
-		assert.NotEqual(t, co.keyOf(a1), co.keyOf(b))
+		assert.NotEqual(t, keyOf(co.seed, a1), keyOf(co.seed, b))
 		g1 := mustRequest(t, context.Background())
 		g1.URL.RawQuery = "key=AIzaOne"
 		g2 := mustRequest(t, context.Background())
 		g2.URL.RawQuery = "key=AIzaTwo"
-		assert.NotEqual(t, co.keyOf(g1), co.keyOf(g2), "Gemini's key= query value is a credential")
+		assert.NotEqual(t, keyOf(co.seed, g1), keyOf(co.seed, g2), "Gemini's key= query value is a credential")
 		x := mustRequest(t, context.Background())
 		x.Header.Set("X-Goog-Api-Key", "AIzaThree")
-		assert.NotContains(t, co.keyOf(x).String(), "AIza")
-		assert.Regexp(t, `^api\.example\.com#[0-9a-f]{8}$`, co.keyOf(x).String())
+		name := co.shared.Key(x.URL.Host, credential(x))
+		assert.NotContains(t, name, "AIza")
+		assert.Regexp(t, `^api\.example\.com#[0-9a-f]{8}$`, name)
 	})
 }
 
@@ -553,24 +554,12 @@ func TestCoordinatedCancelWhileHeld(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, 2*time.Second, time.Since(p.start))
 		assert.Equal(t, 1, h.ended()[HoldCanceled])
-		rt.coord.mu.Lock()
-		assert.Len(t, rt.coord.keys, 1, "the key stays down for later calls")
-		rt.coord.mu.Unlock()
-	})
-}
-
-func TestCoordinatedForgetsIdleKeys(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := newFlaky(fail(502), 0, window{0, 3 * time.Second})
-		rt, err := NewCoordinated(p, Policy{}, Coordination{ProbeInterval: time.Second})
-		require.NoError(t, err)
-		results := callMany(t, rt, p.start, 3, 0, time.Hour, func(i int, req *http.Request) { req.Header.Set("Authorization", "Bearer "+string(rune('a'+i))) })
-		for _, r := range results {
-			assert.NoError(t, r.err)
+		st := rt.coord.stats(time.Now())
+		require.Len(t, st, 1)
+		for _, k := range st {
+			assert.True(t, k.facts.Down(time.Now()), "the key stays down for later calls")
+			assert.Zero(t, k.waiters)
 		}
-		rt.coord.mu.Lock()
-		defer rt.coord.mu.Unlock()
-		assert.Empty(t, rt.coord.keys, "no call, nothing down: nothing kept")
 	})
 }
 
@@ -789,14 +778,11 @@ func TestCoordinatedChaos(t *testing.T) {
 			wg.Wait()
 			t.Logf("round %d: %v", round, outcomes)
 			assert.Positive(t, outcomes["200 OK"], "some calls got through")
-			rt.coord.mu.Lock()
-			defer rt.coord.mu.Unlock()
-			for id, k := range rt.coord.keys {
-				assert.Zero(t, k.calls, "%v: calls", id)
-				assert.Zero(t, k.retrying, "%v: retries in flight", id)
-				assert.Empty(t, k.held, "%v: held calls", id)
-				assert.False(t, k.probing, "%v: a probe never reported", id)
-				assert.Nil(t, k.changed, "%v: a waiter's channel", id)
+			for name, k := range rt.coord.stats(time.Now()) {
+				assert.Zero(t, k.calls, "%v: calls", name)
+				assert.Zero(t, k.waiters, "%v: held calls", name)
+				assert.Zero(t, k.facts.Retries, "%v: retries in flight", name)
+				assert.False(t, k.facts.Probing(time.Now()), "%v: a probe never reported", name)
 			}
 		})
 	}

@@ -2,155 +2,168 @@ package llmretry
 
 import (
 	"context"
-	"fmt"
-	"hash/maphash"
+	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
-	"strings"
-	"sync"
+	"strconv"
+	"syscall"
 	"time"
 )
 
-// coordinator is the shared state of a coordinated Transport: one
-// keyState per provider key in use. One mutex guards it all; the work under
-// it is a few comparisons, and one Transport carries at most a few
-// thousand calls at once.
-type coordinator struct {
-	cfg  Coordination // resolved
-	seed maphash.Seed
+// This file is the gate: what a coordinated call goes through before each
+// attempt, and what it tells its key after one. A call's part in its key's
+// coordination is its coordCall; the key's list of held calls refers to
+// their waiters. Callbacks (OnHold) run with no lock held, once the shared
+// state is consistent; leases a call holds are released by leave even if
+// one panics.
 
-	mu   sync.Mutex
-	keys map[keyID]*keyState
+// coordCall is one call's part in its key's coordination: the leases it
+// holds and what it needs to ask for more. It belongs to the goroutine of
+// the call's RoundTrip.
+type coordCall struct {
+	co  *coordinator
+	k   *keyState
+	req *http.Request // the caller's, for Hold records
+	p   *Policy
+
+	probe     string    // the probe lease the latest attempt went under, until reported
+	probeSent time.Time // when it went
+	wasProbe  bool      // the latest attempt went as the probe
+	retry     string    // the retry lease of a budgeted retry in flight
 }
 
-// keyID identifies a provider key: a host and a hash of the credential.
-type keyID struct {
-	host string
-	cred uint64 // 0: the request carries no credential
+// join makes c's part in the coordination of req's key.
+func (co *coordinator) join(req *http.Request, p *Policy) *coordCall {
+	return &coordCall{co: co, k: co.enter(req), req: req, p: p}
 }
 
-// keyState is what the calls to one provider key know of it. All fields
-// but id and name are guarded by coordinator.mu.
-type keyState struct {
-	id   keyID
-	name string // host#hash, for records and errors
-
-	calls    int // calls inside RoundTrip
-	retrying int // retry attempts in flight
-
-	downSince time.Time // when the provider failed as if down; zero while up
-	last      error     // the last failure seen
-	probing   bool      // a probe is in flight
-	probeSent time.Time // when the latest probe was sent
-	nextProbe time.Time // no probe before this
-	until     time.Time // the server's wait: nothing is sent before this
-	held      []*call   // the calls held at the gate: the probe's candidates
-
-	changed chan struct{} // closed on any change a held call cares about; nil if nobody waits
+// leave ends the call's part: it releases what it still holds (a probe
+// sent without a result, after a panic say) and leaves the key.
+func (cc *coordCall) leave() {
+	if cc.probe != "" || cc.retry != "" {
+		now := time.Now()
+		for _, h := range [...]string{cc.probe, cc.retry} {
+			if h != "" {
+				cc.co.use(cc.req.Context(), cc.k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+					f, err := s.Release(ctx, cc.k.name, h, now)
+					return f, true, err
+				})
+			}
+		}
+		cc.probe, cc.retry = "", ""
+		cc.k.wakeBudget()
+	}
+	cc.k.calls.Add(-1)
 }
 
-// isDown reports whether the provider failed as if down and has not
-// answered since. co.mu must be held.
-func (k *keyState) isDown() bool { return !k.downSince.IsZero() }
-
-// credentialHeaders are the headers that carry model providers' API keys.
-var credentialHeaders = [...]string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
-
-// newCoordinator returns an empty coordinator for cfg (resolved).
-func newCoordinator(cfg Coordination) *coordinator {
-	return &coordinator{cfg: cfg, seed: maphash.MakeSeed(), keys: make(map[keyID]*keyState)}
+// admitFirst is admit for the call's first attempt.
+func (cc *coordCall) admitFirst(ctx context.Context) error {
+	if cc.k.quiet() {
+		return nil
+	}
+	lim := limitsOf(ctx, cc.p, cc.req)
+	return cc.admit(ctx, lim, 1, false, cc.p.retryLimit(lim.hasDeadline())+1)
 }
 
-// keyOf returns req's provider key. The credential's value is hashed here
-// and kept nowhere.
-func (co *coordinator) keyOf(req *http.Request) keyID {
-	var h maphash.Hash
-	h.SetSeed(co.seed)
-	found := false
-	for _, name := range credentialHeaders {
-		for _, v := range req.Header[name] {
-			h.WriteString(name)
-			h.WriteByte(0)
-			h.WriteString(v)
-			h.WriteByte(0)
-			found = true
+// answered tells the key that the call's first attempt got an answer;
+// a key known to be quiet need not hear it.
+func (cc *coordCall) answered(ctx context.Context) {
+	if cc.probe == "" && cc.k.quiet() {
+		return
+	}
+	cc.report(ctx, ProviderUp, "", 0, false, time.Now())
+}
+
+// waiter is a call held at its key's gate, as the key's list sees it.
+// left and since rank it for the probe; the key's mu guards its place in
+// the list.
+type waiter struct {
+	wake  chan struct{} // one slot: a wake-up is never lost, never blocks
+	left  int           // attempts it may still send
+	since time.Time     // when it was first held
+	gate  gate          // what holds it; under the key's mu
+}
+
+// signal wakes w.
+func (w *waiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// better reports whether w goes as the probe before o: the call with the
+// most attempts left (a probe spends one of its sender's retries), then
+// the one held longest.
+func (w *waiter) better(o *waiter) bool {
+	return w.left > o.left || w.left == o.left && w.since.Before(o.since)
+}
+
+// register adds a waiter for a call with left attempts, held since now.
+func (k *keyState) register(left int, now time.Time) *waiter {
+	w := &waiter{wake: make(chan struct{}, 1), left: left, since: now}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.waiters = append(k.waiters, w)
+	if k.cand == nil || w.better(k.cand) {
+		k.cand = w
+	}
+	return w
+}
+
+// unregister removes w; if it was to probe next, the next best is woken in
+// its place.
+func (k *keyState) unregister(w *waiter) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	i := slices.Index(k.waiters, w)
+	if i < 0 {
+		return
+	}
+	k.waiters[i] = k.waiters[len(k.waiters)-1]
+	k.waiters[len(k.waiters)-1] = nil
+	k.waiters = k.waiters[:len(k.waiters)-1]
+	if k.cand != w {
+		return
+	}
+	k.cand = nil
+	for _, o := range k.waiters {
+		if k.cand == nil || o.better(k.cand) {
+			k.cand = o
 		}
 	}
-	if req.URL.RawQuery != "" {
-		for _, v := range req.URL.Query()["key"] {
-			h.WriteString("key=")
-			h.WriteString(v)
-			h.WriteByte(0)
-			found = true
+	if k.cand != nil {
+		k.cand.signal()
+	}
+}
+
+// candidate reports whether w probes next, and records what holds it.
+func (k *keyState) candidate(w *waiter, g gate) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	w.gate = g
+	return k.cand == w
+}
+
+// held reports whether calls are held on the key.
+func (k *keyState) held() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.waiters) > 0
+}
+
+// wakeBudget wakes the calls held by the retry budget: a retry ended.
+func (k *keyState) wakeBudget() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, w := range k.waiters {
+		if w.gate == gateBudget {
+			w.signal()
 		}
 	}
-	id := keyID{host: strings.ToLower(req.URL.Host)}
-	if found {
-		id.cred = h.Sum64() | 1 // never 0, which means no credential
-	}
-	return id
-}
-
-// String names the key: its host, and 8 hex digits of the credential's hash.
-func (id keyID) String() string {
-	if id.cred == 0 {
-		return id.host
-	}
-	return fmt.Sprintf("%s#%08x", id.host, uint32(id.cred>>32))
-}
-
-// enter registers a call to req's key and returns the key.
-func (co *coordinator) enter(req *http.Request) *keyState {
-	id := co.keyOf(req)
-	co.mu.Lock()
-	defer co.mu.Unlock()
-	k := co.keys[id]
-	if k == nil {
-		k = &keyState{id: id, name: id.String()}
-		co.keys[id] = k
-	}
-	k.calls++
-	return k
-}
-
-// leave ends c's registration with its key, gives up the probe if c still
-// holds it (its result never came), and forgets the key when nothing
-// remains to remember.
-func (co *coordinator) leave(c *call) {
-	co.mu.Lock()
-	defer co.mu.Unlock()
-	k := c.key
-	if c.probe {
-		c.probe = false
-		k.probing = false
-		co.broadcast(k)
-	}
-	k.calls--
-	if k.calls == 0 && k.retrying == 0 && !k.isDown() && !k.until.After(time.Now()) {
-		delete(co.keys, k.id)
-	}
-}
-
-// broadcast wakes every call held on k. co.mu must be held.
-func (co *coordinator) broadcast(k *keyState) {
-	if k.changed != nil {
-		close(k.changed)
-		k.changed = nil
-	}
-}
-
-// probeGap returns the time until the next probe: ProbeInterval, less a
-// random 0–20 %.
-func (co *coordinator) probeGap() time.Duration {
-	iv := co.cfg.ProbeInterval
-	return iv - rand.N(iv/5+1)
-}
-
-// budget returns how many retries on calls' own schedules a key with
-// calls in flight allows at once.
-func (co *coordinator) budget(calls int) int {
-	return max(co.cfg.MinRetries, int(co.cfg.RetryBudget*float64(calls)))
 }
 
 // gate is what holds a call back, if anything.
@@ -158,177 +171,140 @@ type gate int
 
 const (
 	gateOpen   gate = iota // send
-	gateProbe              // send, as the probe
+	gateProbe              // send, as the probe, if the lease is granted
 	gateDown               // hold: the key is down
 	gateWait               // hold: the server's wait is not over
 	gateBudget             // hold: the retry budget is spent
 )
 
-// check says what the gate of key k does now for c's attempt (budgeted: a
-// retry on the call's own schedule), and when it next changes by itself
-// (zero: only when something happens). co.mu must be held.
-func (co *coordinator) check(k *keyState, c *call, now time.Time, budgeted bool) (gate, time.Time) {
-	switch {
-	case k.until.After(now):
-		return gateWait, k.until
-	case k.isDown() && (k.probing || !k.mayProbe(c)):
-		// Another candidate goes first; a change wakes c.
-		return gateDown, time.Time{}
-	case k.isDown() && now.Before(k.nextProbe):
-		return gateDown, k.nextProbe
-	case k.isDown():
-		return gateProbe, time.Time{}
-	case budgeted && k.retrying >= co.budget(k.calls):
-		return gateBudget, time.Time{}
+// admit holds the call's next attempt (number n; retry: not its first)
+// until its key lets it through, with left attempts the call may still
+// send. It returns an error, without the attempt being sent, when ctx
+// ends (the context's error) or the call cannot wait as long as the hold
+// may last (a *DownError). A first attempt on a quiet key passes at once.
+func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, left int) error {
+	cc.wasProbe = false
+	k := cc.k
+	budget := 0
+	if retry {
+		budget = cc.co.budget(k.calls.Load())
 	}
-	return gateOpen, time.Time{}
-}
-
-// mayProbe reports whether c is the held call that goes as the next probe:
-// the one with the most attempts left (a probe spends one of its sender's
-// retries, so the probes are spread over the calls instead of exhausting
-// one), and of those the one held longest. co.mu must be held.
-func (k *keyState) mayProbe(c *call) bool {
-	for _, o := range k.held {
-		if o != c && (o.left > c.left || o.left == c.left && o.heldSince.Before(c.heldSince)) {
-			return false
-		}
+	if k.quiet() && budget == 0 {
+		return nil
 	}
-	return true
-}
-
-// hold registers c as held on k, once. co.mu must be held.
-func (k *keyState) hold(c *call) {
-	if !c.isHeld {
-		c.isHeld = true
-		k.held = append(k.held, c)
-	}
-}
-
-// unhold removes c from k's held calls, if it is there, and wakes the
-// others when the probe could be waiting for c. co.mu must be held.
-func (co *coordinator) unhold(k *keyState, c *call) {
-	if !c.isHeld {
-		return
-	}
-	c.isHeld = false
-	i := slices.Index(k.held, c)
-	k.held[i] = k.held[len(k.held)-1]
-	k.held[len(k.held)-1] = nil
-	k.held = k.held[:len(k.held)-1]
-	if k.isDown() && !k.probing {
-		co.broadcast(k)
-	}
-}
-
-// attemptsLeft returns how many attempts c may still send, the one at the
-// gate included, by its policy's count (a large number when only the
-// deadline bounds it).
-func (c *call) attemptsLeft(retry bool) int {
-	limit := c.p.retryLimit(c.lim.hasDeadline())
-	if !retry {
-		return limit + 1
-	}
-	return limit - c.retries + 1 // c.retries counts the retry at the gate
-}
-
-// admit holds c's next attempt (retry: not its first) until its key lets
-// it through, and says whether it goes as the probe. It returns an error,
-// without the attempt being sent, when c's context ends (the context's
-// error) or c cannot wait as long as the hold may last (a *DownError).
-func (co *coordinator) admit(ctx context.Context, c *call, retry bool) (bool, error) {
-	k := c.key
-	giveUp := c.lim.latest()
-	hasDeadline := !giveUp.IsZero()
 	var (
-		h      *holding // non-nil once held
+		h      *holding // the hold in progress
+		w      *waiter  // registered once held
 		exempt bool     // held by the key's state: the budget no longer applies
-		spread bool     // the random place in the release spread was taken
+		spread bool     // the release spread was slept
 		timer  *time.Timer
 	)
-	c.left, c.heldSince = c.attemptsLeft(retry), time.Now()
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
-		if c.isHeld {
-			co.mu.Lock()
-			co.unhold(k, c)
-			co.mu.Unlock()
+		if w != nil {
+			k.unregister(w)
 		}
 	}()
+	latest := lim.latest()
 	for {
-		co.mu.Lock()
 		now := time.Now()
-		g, wake := co.check(k, c, now, retry && !exempt)
+		f := k.facts(now)
+		g, wake := gateOpen, time.Time{}
+		switch {
+		case f.Waiting(now):
+			g, wake = gateWait, f.WaitUntil
+		case f.Down(now):
+			if w == nil {
+				w = k.register(left, now)
+			}
+			g = gateDown
+			if k.candidate(w, g) {
+				switch {
+				case f.Probing(now):
+					wake = f.ProbeUntil
+				case now.Before(f.NextProbe):
+					wake = f.NextProbe
+				default:
+					g = gateProbe
+				}
+				if g == gateDown {
+					// Re-checked once a probe interval, so that a lost
+					// notice costs no more.
+					wake = earlier(wake, now.Add(cc.co.cfg.ProbeInterval))
+				}
+			}
+		case budget > 0 && !exempt:
+			g = gateBudget
+		}
+
 		switch g {
 		case gateOpen:
-			if exempt && !spread && co.cfg.ReleaseSpread > 0 {
-				// Released: not all at once.
+			if exempt && !spread && cc.co.cfg.ReleaseSpread > 0 {
+				// Released: not all at once, and never past the limits.
 				spread = true
-				co.unhold(k, c)
-				co.mu.Unlock()
-				if err := sleep(ctx, rand.N(co.cfg.ReleaseSpread)); err != nil {
-					h.end(HoldCanceled)
-					return false, err
+				room := cc.co.cfg.ReleaseSpread
+				if !latest.IsZero() {
+					room = min(room, latest.Sub(now))
 				}
-				continue
+				if room > 0 {
+					if err := sleep(ctx, randN(room)); err != nil {
+						h.end(HoldCanceled)
+						return err
+					}
+					continue
+				}
 			}
-			fallthrough
+			h.end(HoldReleased)
+			return nil
 		case gateProbe:
-			probe := g == gateProbe
-			if probe {
-				k.probing, k.probeSent = true, now
-			}
-			co.unhold(k, c)
-			if retry {
-				k.retrying++
-			}
-			co.mu.Unlock()
-			if probe {
+			holder := cc.co.holder()
+			granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+				return s.TakeProbe(ctx, k.name, Lease{Holder: holder, At: now, Until: now.Add(cc.co.cfg.ProbeInterval)})
+			})
+			if granted {
+				cc.probe, cc.probeSent, cc.wasProbe = holder, now, true
 				h.end(HoldProbe)
-			} else {
-				h.end(HoldReleased)
+				return nil
 			}
-			return probe, nil
+			continue // the answer says who probes, or when
+		case gateBudget:
+			holder := cc.co.holder()
+			until := now.Add(retryLease)
+			if !latest.IsZero() {
+				until = earlier(until, latest.Add(time.Second))
+			}
+			if cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+				return s.TakeRetry(ctx, k.name, Lease{Holder: holder, At: now, Until: until}, budget)
+			}) {
+				cc.retry = holder
+				h.end(HoldReleased)
+				return nil
+			}
+			wake = now.Add(cc.co.cfg.ProbeInterval) // a retry elsewhere may end
 		}
 
 		// Held.
-		k.hold(c)
+		if w == nil {
+			w = k.register(left, now)
+		}
+		k.candidate(w, g)
 		if g != gateBudget {
 			exempt, spread = true, false
 		}
-		until := k.until
-		down := DownError{Key: k.name, Last: k.last}
-		if k.isDown() {
-			down.Since, down.For = k.downSince, now.Sub(k.downSince)
-		}
-		if until.After(now) {
-			down.Until, down.Left = until, until.Sub(now)
-		}
-		if k.changed == nil {
-			k.changed = make(chan struct{})
-		}
-		changed := k.changed
-		co.mu.Unlock()
-
 		if h == nil {
-			h = c.beginHold(k.name, g, now)
+			h = cc.beginHold(g, now, n)
 		}
-		down.Reason = holdReason(g)
-		cannot := g == gateWait && until.Sub(now) > c.p.MaxRetryAfter
-		if hasDeadline {
-			cannot = cannot || !now.Before(giveUp) || (g == gateWait && until.After(giveUp))
-			if wake.IsZero() || giveUp.Before(wake) {
-				wake = giveUp
-			}
+		cannot := g == gateWait && f.WaitUntil.Sub(now) > cc.p.MaxRetryAfter
+		if !latest.IsZero() {
+			cannot = cannot || !now.Before(latest) || g == gateWait && f.WaitUntil.After(latest)
+			wake = earlier(wake, latest)
 		}
 		if cannot {
-			down.Waited = now.Sub(h.Start)
 			h.end(HoldGaveUp)
-			return false, &down
+			return cc.downError(f, g, now, h.Start)
 		}
-
 		var fire <-chan time.Time
 		if !wake.IsZero() {
 			if timer == nil {
@@ -341,92 +317,125 @@ func (co *coordinator) admit(ctx context.Context, c *call, retry bool) (bool, er
 		select {
 		case <-ctx.Done():
 			h.end(HoldCanceled)
-			return false, ctx.Err()
-		case <-changed:
+			return ctx.Err()
+		case <-w.wake:
 		case <-fire:
+			if g == gateDown && k.candidate(w, g) {
+				// Due, or a re-check: the store knows best.
+				cc.co.use(ctx, k, time.Now(), func(ctx context.Context, s Store) (Facts, bool, error) {
+					f, err := s.Load(ctx, k.name, time.Now())
+					return f, true, err
+				})
+			}
 		}
 	}
 }
 
-// sent ends the accounting of a retry that admit let through: one fewer in
-// flight for the budget.
-func (co *coordinator) sent(k *keyState) {
-	co.mu.Lock()
-	defer co.mu.Unlock()
-	k.retrying--
-	co.broadcast(k)
+// retryLease is the longest a retry lease lasts without being released:
+// the retry's own attempt, at most.
+const retryLease = 10 * time.Minute
+
+// sent ends a budgeted retry's lease once its attempt is over.
+func (cc *coordCall) sent() {
+	if cc.retry == "" {
+		return
+	}
+	holder := cc.retry
+	cc.retry = ""
+	now := time.Now()
+	cc.co.use(cc.req.Context(), cc.k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		f, err := s.Release(ctx, cc.k.name, holder, now)
+		return f, true, err
+	})
+	cc.k.wakeBudget()
 }
 
-// report tells c's key how c's latest attempt ended (why: classify's
-// verdict; serverWait: the wait the server asked for), once per attempt,
-// and returns whether c's next attempt will be held by the key's state.
-func (co *coordinator) report(c *call, ev evidence, why stop, serverWait time.Duration, hasServerWait bool, now time.Time) bool {
-	co.mu.Lock()
-	defer co.mu.Unlock()
-	k := c.key
-	if c.reported < c.n {
-		c.reported = c.n
-		co.update(k, c, ev, serverWait, hasServerWait, now)
+// report tells the key what the call's latest attempt says of the
+// provider (ev, with the failure's kind, and the wait the server asked
+// for), and returns whether the call's next attempt will be held by the
+// key's state. Only what changes a fact reaches the store: an answer from
+// a key known to be up costs nothing.
+func (cc *coordCall) report(ctx context.Context, ev Evidence, reason string, serverWait time.Duration, hasServerWait bool, now time.Time) bool {
+	k := cc.k
+	r := Report{At: now, Evidence: ev, Prober: cc.probe}
+	cc.probe = ""
+	if ev == ProviderDown {
+		r.Reason, r.DownFor = reason, downFor*cc.co.cfg.ProbeInterval
+		r.NextProbe = now.Add(cc.co.probeGap())
+		if r.Prober != "" {
+			// Timed from when the probe was sent, so that a slow failure
+			// does not stretch the time between probes.
+			r.NextProbe = cc.probeSent.Add(cc.co.probeGap())
+		}
 	}
-	return k.isDown() || k.until.After(now)
+	if hasServerWait && serverWait > 0 && serverWait <= cc.p.MaxRetryAfter {
+		r.WaitUntil, r.Reason = now.Add(serverWait), reason
+	}
+	f := k.facts(now)
+	if r.Prober != "" || ev == ProviderDown || !r.WaitUntil.IsZero() || ev == ProviderUp && f.Down(now) {
+		cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+			f, err := s.Report(ctx, k.name, r)
+			return f, true, err
+		})
+		f = k.facts(now)
+	}
+	return f.Down(now) || f.Waiting(now)
 }
 
-// update applies one attempt's result to k. co.mu must be held.
-func (co *coordinator) update(k *keyState, c *call, ev evidence, serverWait time.Duration, hasServerWait bool, now time.Time) {
-	probe := c.probe
-	c.probe = false
-	changed := probe
-	if probe {
-		k.probing = false
-	}
-	failedDown := false
-	switch ev {
-	case evDown:
-		failedDown = true
-		if c.err != nil {
-			k.last = c.err
-		} else {
-			k.last = &failedStatus{code: c.resp.StatusCode, status: c.resp.Status}
+// reasonOf names the kind of a failed attempt's result for the key's
+// facts: its status line, or what failed in the transport. It never
+// carries a URL, a body or a credential.
+func reasonOf(resp *http.Response, err error) string {
+	if err == nil {
+		if resp.Status != "" {
+			return resp.Status
 		}
-	case evUp:
-		// The provider answered: it is up.
-		if c.resp != nil && c.resp.StatusCode >= 400 {
-			k.last = &failedStatus{code: c.resp.StatusCode, status: c.resp.Status}
-		}
-		if k.isDown() {
-			k.downSince, changed = time.Time{}, true
-		}
+		return strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode)
 	}
-	if failedDown && !k.isDown() {
-		k.downSince, changed = now, true
-		k.nextProbe = now.Add(co.probeGap())
-	} else if failedDown && probe {
-		// Counted from when the probe was sent, so that a slow failure
-		// does not stretch the time between probes.
-		k.nextProbe = k.probeSent.Add(co.probeGap())
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &dns):
+		return "host not found"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before a response"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
 	}
-	if hasServerWait && serverWait > 0 && serverWait <= c.p.MaxRetryAfter {
-		if u := now.Add(serverWait); u.After(k.until) {
-			k.until, changed = u, true
-		}
-	}
-	if k.isDown() && k.until.After(k.nextProbe) {
-		k.nextProbe = k.until
-	}
-	if changed {
-		co.broadcast(k)
-	}
+	return "connection failed"
 }
 
-// failedStatus is a failed response as an error, for DownError.Last.
-type failedStatus struct {
-	code   int
-	status string
+// downError says why the call cannot wait any longer.
+func (cc *coordCall) downError(f Facts, g gate, now, start time.Time) *DownError {
+	d := &DownError{Key: cc.k.name, Reason: holdReason(g), Waited: now.Sub(start)}
+	if f.Reason != "" {
+		d.Last = &failedStatus{status: f.Reason}
+	}
+	if f.Down(now) {
+		d.Since, d.For = f.DownSince, now.Sub(f.DownSince)
+	}
+	if f.Waiting(now) {
+		d.Until, d.Left = f.WaitUntil, f.WaitUntil.Sub(now)
+	}
+	return d
 }
 
-func (e *failedStatus) Error() string {
-	if e.status != "" {
-		return e.status
+// earlier returns the earlier of a and b, a zero time meaning none.
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
 	}
-	return fmt.Sprintf("status %d", e.code)
+	return a
+}
+
+// randN returns a random duration in [0, d), or 0 if d is not positive.
+func randN(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
 }

@@ -79,6 +79,9 @@ func (o HoldOutcome) String() string {
 type Hold struct {
 	// Request is the caller's request.
 	Request *http.Request
+	// N is the number of the attempt the hold delays: 1 for a call held
+	// before its first attempt, counting across rounds as Attempt.N does.
+	N int
 	// Key names the provider key: its host and a hash of the credential
 	// (see Coordination).
 	Key string
@@ -109,9 +112,10 @@ type holding struct {
 	on func(Hold)
 }
 
-// beginHold starts the record of a hold of c on key for the reason g.
-func (c *call) beginHold(key string, g gate, now time.Time) *holding {
-	h := &holding{Hold: Hold{Request: c.req, Key: key, Reason: holdReason(g), Start: now}, on: c.p.OnHold}
+// beginHold starts the record of the call's hold for the reason g before
+// attempt n, and passes it to OnHold.
+func (cc *coordCall) beginHold(g gate, now time.Time, n int) *holding {
+	h := &holding{Hold: Hold{Request: cc.req, N: n, Key: cc.k.name, Reason: holdReason(g), Start: now}, on: cc.p.OnHold}
 	if h.on != nil {
 		h.on(h.Hold)
 	}
@@ -160,9 +164,10 @@ type DownError struct {
 	Left  time.Duration
 	// Waited is how long this call was held before giving up.
 	Waited time.Duration
-	// Last is the last failure seen for the key, from any call: the
-	// transport's error, or the failed response's status as an error.
-	// It may be nil.
+	// Last is the last failure that confirmed the key down or asked for
+	// the wait, from any call (of any process sharing the store), as an
+	// error whose text is its kind: a status ("502 Bad Gateway") or a
+	// transport failure ("connection refused"). It may be nil.
 	Last error
 }
 
@@ -191,3 +196,16 @@ func (e *DownError) Error() string {
 
 // Unwrap returns the last failure seen for the key.
 func (e *DownError) Unwrap() error { return e.Last }
+
+// failedStatus is a failure's kind as an error, for DownError.Last.
+type failedStatus struct {
+	code   int
+	status string
+}
+
+func (e *failedStatus) Error() string {
+	if e.status != "" {
+		return e.status
+	}
+	return fmt.Sprintf("status %d", e.code)
+}

@@ -37,18 +37,10 @@ type call struct {
 	why    stop          // why the latest round stopped
 	cut    error         // the context ended during a wait
 
-	// Coordination (nil co: off).
-	co       *coordinator
-	key      *keyState
-	probe    bool // c holds its key's probe: the latest attempt's result is not reported yet
-	wasProbe bool // the latest attempt went as the probe
-	reported int  // attempts reported to the key
-	gaveUp   bool // the gate refused the next attempt: c.err is a *DownError
-
-	// The call as a candidate for the probe, guarded by coordinator.mu.
-	isHeld    bool      // in its key's held list
-	left      int       // attempts it may still send
-	heldSince time.Time // when it reached the gate
+	// Coordination: nil when off; gaveUp says that its gate refused the
+	// next attempt (c.err says why).
+	co     *coordCall
+	gaveUp bool
 }
 
 // newCall returns the state of a call whose first attempt first (carrying
@@ -112,13 +104,12 @@ func (c *call) result() (*http.Response, error) {
 // the first time. The result is left in c.
 func (c *call) send() {
 	if c.co != nil {
-		probe, err := c.co.admit(c.f.Context, c, true)
-		if err != nil {
+		left := c.p.retryLimit(c.lim.hasDeadline()) - c.retries + 1 // the retry at the gate included
+		if err := c.co.admit(c.f.Context, c.lim, c.n+1, true, left); err != nil {
 			c.resp, c.err, c.fault, c.gaveUp = nil, err, false, true
 			return
 		}
-		c.probe, c.wasProbe = probe, probe
-		defer c.co.sent(c.key)
+		defer c.co.sent()
 	}
 	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1})
 	c.watch = nil
@@ -129,7 +120,7 @@ func (c *call) send() {
 			return
 		}
 		if body != nil && body != http.NoBody {
-			c.watch = &watchedBody{rc: body}
+			c.watch = watch(body, out.ContentLength)
 			body = c.watch
 		}
 		out.Body = body
@@ -170,7 +161,7 @@ func (c *call) decide() bool {
 			body, _ := peekBody(c.resp, signalPeek, c.lim.before(wait))
 			switch sig := readSignal(c.resp.StatusCode, c.resp.Header, body); {
 			case sig.final:
-				why, ev = stopProvider, evUp
+				why, ev = stopProvider, ProviderUp
 			case !hasServerWait && sig.hasWait:
 				serverWait, hasServerWait = sig.wait, true
 			}
@@ -180,7 +171,7 @@ func (c *call) decide() bool {
 	now := time.Now()
 	held := false
 	if c.co != nil {
-		held = c.co.report(c, ev, why, serverWait, hasServerWait, now)
+		held = c.co.report(c.f.Context, ev, reasonOf(c.resp, c.err), serverWait, hasServerWait, now)
 	}
 	var wait time.Duration
 	if why == stopNone {
@@ -228,53 +219,43 @@ func (c *call) discard(wait time.Duration) {
 	}
 }
 
-// evidence is what an attempt's result says of its provider, for
-// coordination.
-type evidence int8
-
-const (
-	evNone evidence = iota // nothing: the request's own fault, or the caller's context
-	evUp                   // the provider answered
-	evDown                 // the provider looks down: a retryable 5xx or a failed connection
-)
-
 // classify says whether the latest result may be retried, what it says of
 // the provider, and what wait, if any, the server asked for in its
 // headers. It reads nothing of the response body.
-func (c *call) classify() (stop, evidence, time.Duration, bool) {
+func (c *call) classify() (stop, Evidence, time.Duration, bool) {
 	if c.f.Context.Err() != nil {
-		return stopFinal, evNone, 0, false // the caller's own context ended
+		return stopFinal, NoEvidence, 0, false // the caller's own context ended
 	}
 	if c.err != nil {
-		if c.fault || c.watch.err() != nil || hasControlChar(c.req.URL) {
-			// The request's own: its body failed, or its URL is one no
-			// server takes (HTTP/2 sends it, and the server refuses it).
-			return stopFinal, evNone, 0, false
+		if c.fault || c.watch.err() != nil || malformed(c.first) {
+			// The request's own: its body failed, or its shape is one no
+			// server takes, whatever error the base saw first.
+			return stopFinal, NoEvidence, 0, false
 		}
 		switch classifyErr(c.err) {
 		case errRequest, errFinal:
-			return stopFinal, evNone, 0, false
+			return stopFinal, NoEvidence, 0, false
 		}
 		// A failed connection or a timeout from below (the caller's
 		// context is alive).
 		if c.streamHeld() {
-			return stopFinal, evDown, 0, false
+			return stopFinal, ProviderDown, 0, false
 		}
-		return stopNone, evDown, 0, false
+		return stopNone, ProviderDown, 0, false
 	}
 	status := c.resp.StatusCode
 	if status < 400 {
-		return stopFinal, evUp, 0, false // an answer
+		return stopFinal, ProviderUp, 0, false // an answer
 	}
-	ev := evUp
+	ev := ProviderUp
 	if downStatus(status) {
-		ev = evDown
+		ev = ProviderDown
 	}
 	h := c.resp.Header
 	sig := readSignal(status, h, nil) // x-should-retry, no body yet
 	switch {
 	case sig.final:
-		return stopProvider, evUp, 0, false
+		return stopProvider, ProviderUp, 0, false
 	case !retryableStatus(status) && !sig.retry:
 		return stopFinal, ev, 0, false
 	case c.streamHeld():
@@ -313,7 +294,8 @@ func (c *call) record(retryIn time.Duration, held bool) {
 		return
 	}
 	c.recorded = c.n
-	c.p.OnAttempt(Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: c.wasProbe, Held: held})
+	probe := c.co != nil && c.co.wasProbe
+	c.p.OnAttempt(Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: probe, Held: held})
 }
 
 // ctx returns the context the retry loop runs under: the first attempt's.

@@ -136,21 +136,34 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.GetBody = getBody
 			out.Body, _ = getBody()
 		}
-		f.body.rc = out.Body
+		f.body.rc, f.body.want = out.Body, out.ContentLength
 		out.Body = &f.body
 	}
 	p := t.policyFor(cp)
+	var cc *coordCall
 	if t.coord != nil {
-		return t.roundTripCoordinated(newCall(f, base, p, req, out, getBody))
+		cc = t.coord.join(req, p)
+		defer cc.leave()
+		if err := cc.admitFirst(ctx); err != nil {
+			closeBody(out)
+			return nil, &Exhausted{Request: req, Err: err}
+		}
 	}
 	resp, err := normalize(base.RoundTrip(out))
 	if err == nil && resp.StatusCode < 400 {
+		probe := false
+		if cc != nil {
+			probe = cc.wasProbe
+			cc.answered(ctx)
+		}
 		if p.OnAttempt != nil {
-			p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp})
+			p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp, Probe: probe})
 		}
 		return resp, nil
 	}
-	return newCall(f, base, p, req, out, getBody).run(resp, err)
+	c := newCall(f, base, p, req, out, getBody)
+	c.co = cc
+	return c.run(resp, err)
 }
 
 // normalize enforces the RoundTripper contract on a base's result: a

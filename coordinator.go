@@ -1,0 +1,294 @@
+package llmretry
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"hash/maphash"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// coordinator is the coordination layer of a Transport made by
+// NewCoordinated: the provider keys its calls use, each with a local view
+// of the key's facts (fed by the store's answers and notices) and the
+// calls held on it. The core knows it through Transport.coord and each
+// call's coordCall (gate.go).
+//
+// Its map of keys is read without a lock on every call; a key's view is an
+// atomic pointer, so a call to a quiet key takes no lock and makes no
+// store call. Keys are forgotten by a sweep, at most once per sweepEvery.
+type coordinator struct {
+	cfg   Coordination // resolved
+	seed  maphash.Seed
+	owner string        // this coordinator's part of lease holders' names
+	seq   atomic.Uint64 // the rest of them
+
+	shared   Store        // cfg.Store, or the in-process store
+	local    *memStore    // the fallback while shared fails; nil if shared is in-process
+	fallback atomic.Int64 // until when (Unix ns) the fallback is used
+
+	keys      sync.Map     // keyID → *keyState
+	names     sync.Map     // the store's key name → *keyState, for notices
+	lastSweep atomic.Int64 // Unix ns
+}
+
+// sweepEvery is how often, at most, the coordinator and the in-process
+// store look for keys to forget.
+const sweepEvery = time.Minute
+
+// downFor is how long a failure keeps a key down, in probe intervals: the
+// down state lapses that long after the last failure that confirmed it
+// (while calls are held, probes keep confirming it).
+const downFor = 3
+
+// newCoordinator returns a coordinator for cfg (resolved), and the
+// function that stops its subscription to the store's notices.
+func newCoordinator(cfg Coordination) (*coordinator, func()) {
+	co := &coordinator{cfg: cfg, seed: maphash.MakeSeed(), owner: randomName()}
+	if cfg.Store == nil {
+		co.shared = newMemStore(sweepEvery)
+	} else {
+		co.shared = cfg.Store
+		co.local = newMemStore(sweepEvery)
+	}
+	stop := co.shared.Watch(co.notice)
+	if co.local == nil {
+		return co, stop
+	}
+	stopLocal := co.local.Watch(co.notice)
+	return co, func() { stop(); stopLocal() }
+}
+
+// randomName returns 8 random bytes in hex.
+func randomName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// holder returns a name for a new lease, unique among every coordinator
+// that shares a store.
+func (co *coordinator) holder() string {
+	return co.owner + "-" + hex.EncodeToString(appendUint(nil, co.seq.Add(1)))
+}
+
+// appendUint appends n's big-endian bytes, without leading zeros, to b.
+func appendUint(b []byte, n uint64) []byte {
+	for i := 56; i >= 0; i -= 8 {
+		if c := byte(n >> i); c != 0 || len(b) > 0 || i == 0 {
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// keyState is what this process knows of one provider key.
+type keyState struct {
+	id   keyID
+	name string // the store's name for it
+
+	calls atomic.Int32         // calls inside RoundTrip; tombstoned once swept
+	view  atomic.Pointer[view] // the latest facts learnt; nil: none yet
+	mark  atomic.Bool          // idle at the last sweep
+
+	mu      sync.Mutex // guards waiters and cand
+	waiters []*waiter  // calls held at the gate
+	cand    *waiter    // of those, the one that probes next
+}
+
+// tombstone marks a swept key's calls: an entering call finds it negative
+// and looks the key up again.
+const tombstone = math.MinInt32 / 2
+
+// view is the facts of a key as this process last learnt them.
+type view struct {
+	Facts
+	at   time.Time // when they were learnt
+	busy bool      // a fact was live then
+}
+
+// live reports whether any of f's facts is live at now.
+func live(f Facts, now time.Time) bool {
+	return f.Down(now) || f.Probing(now) || f.Waiting(now) || f.Retries > 0
+}
+
+// facts returns the key's facts as this process knows them at now: the
+// zero Facts when it knows of none, or of none still live.
+func (k *keyState) facts(now time.Time) Facts {
+	v := k.view.Load()
+	if v == nil || !v.busy {
+		return Facts{}
+	}
+	return v.Facts
+}
+
+// quiet reports whether the key has no fact this process knows of, without
+// reading the clock: the success path's test.
+func (k *keyState) quiet() bool {
+	v := k.view.Load()
+	return v == nil || !v.busy
+}
+
+// learn takes f as the key's facts if they are newer than the view (or
+// the view is older than versionHold, when its store may have started the
+// key's versions again), and reports whether the view changed.
+func (k *keyState) learn(f Facts, now time.Time) bool {
+	for {
+		old := k.view.Load()
+		if old != nil && (f == old.Facts || f.Version <= old.Version && now.Sub(old.at) < versionHold) {
+			return false
+		}
+		if k.view.CompareAndSwap(old, &view{Facts: f, at: now, busy: live(f, now)}) {
+			return true
+		}
+	}
+}
+
+// enter registers a call to req's key and returns the key. A call to a
+// key already known allocates nothing.
+func (co *coordinator) enter(req *http.Request) *keyState {
+	id := keyOf(co.seed, req)
+	for {
+		var k *keyState
+		if v, ok := co.keys.Load(id); ok {
+			k = v.(*keyState)
+		} else {
+			k = co.insert(id, req)
+		}
+		if k.calls.Add(1) > 0 {
+			if k.mark.Load() {
+				k.mark.Store(false)
+			}
+			return k
+		}
+		// Swept between the look-up and the count: look again.
+	}
+}
+
+// insert adds the key id of req, naming it first (outside any lock), and
+// returns the key as the map then holds it.
+func (co *coordinator) insert(id keyID, req *http.Request) *keyState {
+	k := &keyState{id: id, name: co.shared.Key(id.host, credential(req))}
+	v, loaded := co.keys.LoadOrStore(id, k)
+	if !loaded {
+		co.names.Store(k.name, k)
+		co.maybeSweep(time.Now())
+	}
+	return v.(*keyState)
+}
+
+// maybeSweep forgets, if no sweep ran for sweepEvery, the keys that no call
+// uses and nobody waits on: at once if the facts they knew have lapsed,
+// else if they were idle at the previous sweep too.
+func (co *coordinator) maybeSweep(now time.Time) {
+	last := co.lastSweep.Load()
+	if now.UnixNano()-last < int64(sweepEvery) || !co.lastSweep.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	co.sweep(now)
+}
+
+// sweep is maybeSweep's work, done now.
+func (co *coordinator) sweep(now time.Time) {
+	co.keys.Range(func(id, v any) bool {
+		k := v.(*keyState)
+		if k.calls.Load() != 0 || k.held() {
+			k.mark.Store(false)
+			return true
+		}
+		vw := k.view.Load()
+		switch {
+		case vw != nil && live(vw.Facts, now):
+			k.mark.Store(false)
+			return true
+		case (vw == nil || !vw.busy) && !k.mark.Load():
+			k.mark.Store(true) // quiet: forgotten if still idle next time
+			return true
+		}
+		if k.calls.CompareAndSwap(0, tombstone) {
+			co.keys.CompareAndDelete(id, k)
+			co.names.CompareAndDelete(k.name, k)
+		}
+		return true
+	})
+}
+
+// notice is the store's Watch callback: a key's facts changed.
+func (co *coordinator) notice(name string, f Facts) {
+	v, ok := co.names.Load(name)
+	if !ok {
+		return // not a key this process uses
+	}
+	co.learnt(v.(*keyState), f, time.Now())
+}
+
+// learnt takes f as k's facts and wakes the calls held on k that the
+// change concerns: all of them when the key is free, else the one that
+// probes next.
+func (co *coordinator) learnt(k *keyState, f Facts, now time.Time) {
+	if !k.learn(f, now) {
+		return
+	}
+	free := !f.Down(now) && !f.Waiting(now)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if free {
+		for _, w := range k.waiters {
+			w.signal()
+		}
+		return
+	}
+	if k.cand != nil {
+		k.cand.signal()
+	}
+}
+
+// store returns the store to use at now: the shared one, or the fallback
+// while the shared one fails.
+func (co *coordinator) store(now time.Time) Store {
+	if co.local != nil && now.UnixNano() < co.fallback.Load() {
+		return co.local
+	}
+	return co.shared
+}
+
+// use runs op on k's store, and again on the in-process fallback if the
+// shared store fails, which is then used for a probe interval. The facts
+// op returns are learnt. The store is called with ctx's values but never
+// its cancellation: a lease must be released even after the caller gave
+// up. It reports what op did; on the fallback, op always succeeds.
+func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op func(context.Context, Store) (Facts, bool, error)) bool {
+	ctx = context.WithoutCancel(ctx)
+	s := co.store(now)
+	f, ok, err := op(ctx, s)
+	if err != nil && s != co.local && co.local != nil {
+		co.fallback.Store(now.Add(co.cfg.ProbeInterval).UnixNano())
+		co.local.adopt(k.name, k.facts(now), now)
+		f, ok, err = op(ctx, co.local)
+	}
+	if err != nil {
+		return false // the in-process store does not fail
+	}
+	co.learnt(k, f, now)
+	return ok
+}
+
+// probeGap returns the time until the next probe: ProbeInterval, less a
+// random 0–20 %.
+func (co *coordinator) probeGap() time.Duration {
+	iv := co.cfg.ProbeInterval
+	return iv - randN(iv/5+1)
+}
+
+// budget returns how many retries on calls' own schedules a key with
+// calls in flight allows at once; 0 when the budget is off.
+func (co *coordinator) budget(calls int32) int {
+	if co.cfg.RetryBudget >= 1 {
+		return 0
+	}
+	return max(co.cfg.MinRetries, int(co.cfg.RetryBudget*float64(calls)))
+}

@@ -1,0 +1,259 @@
+package llmretry
+
+import (
+	"context"
+	"encoding/hex"
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// memStore is the in-process Store: a Transport's own when
+// Coordination.Store is nil, and a coordinator's fallback while its shared
+// store fails. Its facts live in a map guarded by one mutex; its watchers
+// are called after the mutex is released. An entry is forgotten once none
+// of its facts is live and its Version has been kept for versionHold: by a
+// sweep of the whole map at most once per sweepEvery, run by whichever
+// operation comes after that.
+//
+// The zero memStore is not usable; newMemStore makes one.
+type memStore struct {
+	seed       maphash.Seed
+	sweepEvery time.Duration
+
+	mu       sync.Mutex
+	entries  map[string]*memEntry
+	lastSwep time.Time
+
+	wmu      sync.Mutex
+	watchers map[*func(string, Facts)]struct{}
+}
+
+// memEntry is one key's facts, with its retry leases by holder.
+type memEntry struct {
+	f       Facts
+	retries map[string]time.Time // holder → lease end
+	changed time.Time            // when f last changed
+}
+
+// versionHold is how long a store keeps a key's Version after its last
+// change, lapsed facts or not, so that a late notice can be told from a
+// new one (see Store).
+const versionHold = time.Minute
+
+// newMemStore returns an empty in-process store that sweeps lapsed entries
+// at most once per sweepEvery.
+func newMemStore(sweepEvery time.Duration) *memStore {
+	return &memStore{seed: maphash.MakeSeed(), sweepEvery: sweepEvery, entries: map[string]*memEntry{}, watchers: map[*func(string, Facts)]struct{}{}}
+}
+
+// Key names the key host#8hex: 32 bits of a hash seeded per store, enough
+// to tell one process's credentials apart and too few to test a guess
+// against.
+func (s *memStore) Key(host string, credential []byte) string {
+	if len(credential) == 0 {
+		return host
+	}
+	sum := maphash.Bytes(s.seed, credential)
+	var b [4]byte
+	for i := range b {
+		b[i] = byte(sum >> (56 - 8*i))
+	}
+	return host + "#" + hex.EncodeToString(b[:])
+}
+
+// Load returns key's live facts at now.
+func (s *memStore) Load(_ context.Context, key string, now time.Time) (Facts, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entry(key, now, false)
+	if e == nil {
+		return Facts{}, nil
+	}
+	return e.f, nil
+}
+
+// Report applies r to key (see Store).
+func (s *memStore) Report(_ context.Context, key string, r Report) (Facts, error) {
+	s.mu.Lock()
+	e := s.entry(key, r.At, true)
+	f := e.f
+	if r.Prober != "" && f.Prober == r.Prober {
+		f.Prober, f.ProbeUntil = "", time.Time{}
+	}
+	switch r.Evidence {
+	case ProviderDown:
+		if !f.Down(r.At) {
+			f.DownSince, f.NextProbe = r.At, r.NextProbe
+		} else if r.Prober != "" && e.f.Prober == r.Prober {
+			f.NextProbe = r.NextProbe
+		}
+		f.DownUntil = later(f.DownUntil, r.At.Add(r.DownFor))
+	case ProviderUp:
+		f.DownSince, f.DownUntil, f.NextProbe, f.Reason = time.Time{}, time.Time{}, time.Time{}, ""
+	}
+	if r.Evidence == ProviderDown || !r.WaitUntil.IsZero() {
+		f.Reason = r.Reason
+	}
+	f.WaitUntil = later(f.WaitUntil, r.WaitUntil)
+	return s.commit(key, e, f, r.At, true)
+}
+
+// TakeProbe grants the probe lease if key is down, free and due (see
+// Store).
+func (s *memStore) TakeProbe(_ context.Context, key string, l Lease) (Facts, bool, error) {
+	s.mu.Lock()
+	e := s.entry(key, l.At, true)
+	f := e.f
+	if !f.Down(l.At) || f.Probing(l.At) || f.NextProbe.After(l.At) {
+		s.mu.Unlock()
+		return f, false, nil
+	}
+	f.Prober, f.ProbeUntil = l.Holder, l.Until
+	f.DownUntil = later(f.DownUntil, l.Until)
+	f, err := s.commit(key, e, f, l.At, true)
+	return f, true, err
+}
+
+// TakeRetry grants a retry lease if fewer than limit are live (see Store).
+func (s *memStore) TakeRetry(_ context.Context, key string, l Lease, limit int) (Facts, bool, error) {
+	s.mu.Lock()
+	e := s.entry(key, l.At, true)
+	if len(e.retries) >= limit {
+		f := e.f
+		s.mu.Unlock()
+		return f, false, nil
+	}
+	if e.retries == nil {
+		e.retries = map[string]time.Time{}
+	}
+	e.retries[l.Holder] = l.Until
+	f := e.f
+	f.Retries = len(e.retries)
+	f, err := s.commit(key, e, f, l.At, false)
+	return f, true, err
+}
+
+// Release ends holder's leases on key.
+func (s *memStore) Release(_ context.Context, key, holder string, now time.Time) (Facts, error) {
+	s.mu.Lock()
+	e := s.entry(key, now, false)
+	if e == nil {
+		s.mu.Unlock()
+		return Facts{}, nil
+	}
+	f := e.f
+	announce := false
+	if f.Prober == holder {
+		f.Prober, f.ProbeUntil, announce = "", time.Time{}, true
+	}
+	if _, ok := e.retries[holder]; ok {
+		delete(e.retries, holder)
+		f.Retries = len(e.retries)
+	}
+	if f == e.f {
+		s.mu.Unlock()
+		return f, nil
+	}
+	return s.commit(key, e, f, now, announce)
+}
+
+// Watch registers fn for every change.
+func (s *memStore) Watch(fn func(key string, f Facts)) (stop func()) {
+	p := &fn
+	s.wmu.Lock()
+	s.watchers[p] = struct{}{}
+	s.wmu.Unlock()
+	return func() {
+		s.wmu.Lock()
+		delete(s.watchers, p)
+		s.wmu.Unlock()
+	}
+}
+
+// entry returns key's entry with its lapsed facts dropped, made if create
+// is set (nil otherwise when there is none), and sweeps the map when a
+// sweep is due. s.mu must be held.
+func (s *memStore) entry(key string, now time.Time, create bool) *memEntry {
+	if now.Sub(s.lastSwep) >= s.sweepEvery {
+		s.lastSwep = now
+		for k, e := range s.entries {
+			if e.lapse(now) && now.Sub(e.changed) >= versionHold {
+				delete(s.entries, k)
+			}
+		}
+	}
+	e := s.entries[key]
+	if e != nil {
+		e.lapse(now)
+	} else if create {
+		e = &memEntry{}
+		s.entries[key] = e
+	}
+	return e
+}
+
+// lapse drops e's facts that are no longer live at now, and reports
+// whether nothing is left.
+func (e *memEntry) lapse(now time.Time) bool {
+	f := &e.f
+	if !f.Down(now) {
+		f.DownSince, f.DownUntil, f.NextProbe, f.Reason = time.Time{}, time.Time{}, time.Time{}, ""
+	}
+	if !f.Probing(now) {
+		f.Prober, f.ProbeUntil = "", time.Time{}
+	}
+	if !f.Waiting(now) {
+		f.WaitUntil = time.Time{}
+	}
+	for h, until := range e.retries {
+		if !now.Before(until) {
+			delete(e.retries, h)
+		}
+	}
+	f.Retries = len(e.retries)
+	return f.DownSince.IsZero() && f.Prober == "" && f.WaitUntil.IsZero() && f.Retries == 0
+}
+
+// commit stores f as key's facts if they differ from e's, with a new
+// version, unlocks s, and tells the watchers when announce is set. It
+// returns the facts stored. s.mu must be held; it is released.
+func (s *memStore) commit(key string, e *memEntry, f Facts, now time.Time, announce bool) (Facts, error) {
+	if f == e.f {
+		s.mu.Unlock()
+		return f, nil
+	}
+	f.Version = e.f.Version + 1
+	e.f, e.changed = f, now
+	s.mu.Unlock()
+	if announce {
+		s.wmu.Lock()
+		fns := make([]func(string, Facts), 0, len(s.watchers))
+		for p := range s.watchers {
+			fns = append(fns, *p)
+		}
+		s.wmu.Unlock()
+		for _, fn := range fns {
+			fn(key, f)
+		}
+	}
+	return f, nil
+}
+
+// adopt gives key the facts f, if the store knows none of its own: the
+// view a process had when its shared store failed.
+func (s *memStore) adopt(key string, f Facts, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entry(key, now, false); e == nil || e.lapse(now) {
+		s.entries[key] = &memEntry{f: f, changed: now}
+	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,184 @@
+package llmretry
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps the facts that coordinated calls share about each provider
+// key (see Coordination): whether the key is down, since when and why, who
+// may probe it and until when, when the provider's requested wait ends,
+// and how many retries on calls' own schedules are in flight. Every fact
+// has an expiry; a store forgets a key once none of its facts is live.
+//
+// A Store holds facts only. What waits on them — held calls, their
+// channels and timers, the choice of the next probe among them — stays in
+// the process that holds the calls, which keeps a local view of each key
+// fed by the store's answers and by Watch. A call whose key is quiet in
+// that view makes no store call at all; a process writes only when a
+// failure, a recovery, a probe or a budgeted retry changes a fact.
+//
+// Coordination.Store nil means the in-process store: one per Transport,
+// in memory. A shared store (github.com/llmretry/llmretry/redisstore)
+// lets a fleet of processes coordinate as one.
+//
+// # Contract
+//
+// Every method is atomic with respect to the others on the same key, and
+// safe for concurrent use. Times are the callers' (At, Until, now): a
+// store judges expiry by them, and processes sharing a store need clocks
+// that agree to within a small part of a probe interval.
+//
+//   - Key names a provider key: requests to host carrying credential (the
+//     request's credential material, canonically joined; nil or empty for
+//     none) share one name, in every process that uses the store. The name
+//     must not let anyone recover the credential (hash it with a keyed
+//     hash), must begin with host, and must be the same for equal inputs.
+//     The store must not keep credential.
+//   - Load returns the facts of key as they are at now, without the lapsed
+//     ones (a lapsed fact reads as its zero value).
+//   - Report records what one attempt's result says of the provider. If
+//     r.Prober holds the probe lease, the lease ends. ProviderDown: a key that is
+//     not down at r.At goes down (DownSince r.At, NextProbe r.NextProbe);
+//     a key already down takes r.NextProbe only if r.Prober held the lease
+//     (a failed probe schedules the next). Either way DownUntil becomes
+//     the later of itself and r.At+r.DownFor, and Reason r.Reason. ProviderUp: the
+//     down facts are cleared (DownSince, DownUntil, NextProbe, Reason).
+//     WaitUntil becomes the later of itself and r.WaitUntil.
+//   - TakeProbe grants l.Holder the probe lease until l.Until, and only
+//     then reports true, if at l.At the key is down, no live lease is held
+//     and NextProbe is not after l.At. A granted lease keeps the key down
+//     at least until the lease ends.
+//   - TakeRetry grants l.Holder a retry lease until l.Until, and only then
+//     reports true, if fewer than limit live retry leases are held.
+//   - Release ends any lease holder holds (a probe sent without a result,
+//     a retry that ended); releasing what is not held does nothing.
+//   - Every method that changes a fact other than the retry leases
+//     increments Version, and Watch callbacks then receive the new facts
+//     (changes to retry leases increment Version but need not be
+//     announced).
+//   - Watch calls fn, on any goroutine, with each key's facts after they
+//     change, from this process or any other, until stop is called. fn must
+//     return promptly and must not call the store. Notices may be late,
+//     repeated, out of order (Version orders them) or lost.
+//
+// A store may lose facts and notices (a restart, an eviction): a lost fact
+// costs at most a few requests that would have been held, and a process
+// re-checks a key it holds calls for at least once per probe interval, so
+// a lost notice costs at most that. A store's method may fail: the
+// coordinating process then goes on with an in-process store of its own
+// for one probe interval before it tries the store again, so a failing
+// store never fails a call or holds it past its deadline; no store error
+// reaches a caller. Methods should bound their own time (a shared store's
+// calls need short timeouts) and honour ctx.
+type Store interface {
+	// Key returns the store's name for the provider key of requests to
+	// host carrying credential.
+	Key(host string, credential []byte) string
+	// Load returns key's facts at now.
+	Load(ctx context.Context, key string, now time.Time) (Facts, error)
+	// Report applies one attempt's evidence to key and returns key's facts
+	// after it.
+	Report(ctx context.Context, key string, r Report) (Facts, error)
+	// TakeProbe asks for key's probe lease; it returns key's facts after
+	// the request and whether the lease was granted.
+	TakeProbe(ctx context.Context, key string, l Lease) (Facts, bool, error)
+	// TakeRetry asks for one of key's retry leases, of which at most limit
+	// may be live; it returns key's facts after the request and whether
+	// the lease was granted.
+	TakeRetry(ctx context.Context, key string, l Lease, limit int) (Facts, bool, error)
+	// Release ends any lease holder holds on key, and returns key's facts
+	// after it.
+	Release(ctx context.Context, key, holder string, now time.Time) (Facts, error)
+	// Watch calls fn with a key and its new facts whenever they change,
+	// until stop is called.
+	Watch(fn func(key string, f Facts)) (stop func())
+}
+
+// Facts is what a Store knows of one provider key at one instant. The zero
+// Facts says that nothing is known: the key is up, nobody probes it and
+// the provider asked for no wait. A Facts is a value; it holds no
+// credential and nothing of any request or response but the failure's
+// kind.
+type Facts struct {
+	// Version orders the facts of one key: it grows with every change.
+	// A key forgotten by its store starts again from zero.
+	Version uint64
+	// DownSince is when the key went down (the first failure of the
+	// outage), DownUntil when the down state lapses unless a failure
+	// confirms it again; both zero while the key is up.
+	DownSince, DownUntil time.Time
+	// Reason is the kind of the last failure that confirmed the key down:
+	// a status ("502 Bad Gateway") or a transport failure ("connection
+	// refused"), never a body, a URL or a credential.
+	Reason string
+	// NextProbe is the earliest time the next probe may go.
+	NextProbe time.Time
+	// Prober holds the probe lease until ProbeUntil; empty if nobody does.
+	Prober     string
+	ProbeUntil time.Time
+	// WaitUntil is when the wait the provider asked for (Retry-After) ends;
+	// nothing is sent for the key before it.
+	WaitUntil time.Time
+	// Retries is the number of live retry leases: retries on calls' own
+	// schedules in flight, counted against the retry budget.
+	Retries int
+}
+
+// Down reports whether f says the key is down at now.
+func (f Facts) Down(now time.Time) bool {
+	return !f.DownSince.IsZero() && now.Before(f.DownUntil)
+}
+
+// Probing reports whether someone holds the probe lease at now.
+func (f Facts) Probing(now time.Time) bool {
+	return f.Prober != "" && now.Before(f.ProbeUntil)
+}
+
+// Waiting reports whether the provider's wait is not over at now.
+func (f Facts) Waiting(now time.Time) bool {
+	return now.Before(f.WaitUntil)
+}
+
+// Report is one attempt's evidence about its provider key, for
+// Store.Report.
+type Report struct {
+	// At is when the attempt ended.
+	At time.Time
+	// Evidence is what the attempt says of the provider.
+	Evidence Evidence
+	// Reason is the failure's kind, for ProviderDown (see Facts.Reason).
+	Reason string
+	// DownFor is how long ProviderDown keeps the key down: DownUntil is at
+	// least At+DownFor.
+	DownFor time.Duration
+	// NextProbe is the earliest time of the next probe, for ProviderDown
+	// evidence that takes the key down or ends the probe lease.
+	NextProbe time.Time
+	// WaitUntil, if not zero, is when the wait the provider asked for ends.
+	WaitUntil time.Time
+	// Prober, if not empty, is the holder of the probe lease this attempt
+	// was sent under: the lease ends.
+	Prober string
+}
+
+// Evidence is what one attempt's result says of its provider.
+type Evidence int8
+
+const (
+	// NoEvidence: nothing. The request's own fault (malformed, its body
+	// failed), or its caller's context ended.
+	NoEvidence Evidence = iota
+	// ProviderUp: the provider answered (a 2xx, a 4xx, a 429).
+	ProviderUp
+	// ProviderDown: the provider failed as if down (a retryable 5xx such
+	// as 502, 503 or 529, or a failed connection).
+	ProviderDown
+)
+
+// Lease asks a Store for a lease: Holder, asking at At, for a lease that
+// lapses at Until unless released first.
+type Lease struct {
+	Holder    string
+	At, Until time.Time
+}
