@@ -193,7 +193,7 @@ func histogram(t *testing.T, m metricdata.Metrics) map[string][2]float64 {
 func render(s attribute.Set) string {
 	var parts []string
 	for _, kv := range s.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	return strings.Join(parts, " ")
 }

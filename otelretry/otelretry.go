@@ -25,16 +25,17 @@ type config struct {
 }
 
 // WithTracerProvider makes the attempt spans with tp. Without this option,
-// or with a nil tp, they are made with the global TracerProvider
-// (otel.GetTracerProvider, which follows a later otel.SetTracerProvider).
-// Wait and hold events go on the caller's own span, whatever its provider.
+// or with a nil tp, they are made with the global TracerProvider, looked
+// up (otel.GetTracerProvider) when the Transport is made. Wait and hold
+// events go on the caller's own span, whatever its provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tp = tp }
 }
 
 // WithMeterProvider records this package's metrics, and otelhttp's, with
-// mp. Without this option, or with a nil mp, the global MeterProvider
-// (otel.GetMeterProvider) is used.
+// mp. Without this option, or with a nil mp, they are recorded with the
+// global MeterProvider, looked up (otel.GetMeterProvider) when the
+// Transport is made.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.mp = mp }
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -152,7 +152,7 @@ func TestMetrics(t *testing.T) {
 		assert.Equal(t, "{attempt}", attempts.Unit)
 		assert.Equal(t, map[string]int64{
 			"http.response.status_code=503 llmretry.resend=false server.address=api.example.com": 1,
-			"error.type=*otelretry.opError llmretry.resend=true server.address=api.example.com":   1,
+			"error.type=*otelretry.opError llmretry.resend=true server.address=api.example.com":  1,
 			"http.response.status_code=429 llmretry.resend=true server.address=api.example.com":  1,
 			"http.response.status_code=200 llmretry.resend=true server.address=api.example.com":  1,
 		}, counts(t, attempts))
