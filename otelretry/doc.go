@@ -39,7 +39,8 @@
 //     query, user information, the value of Authorization, x-api-key,
 //     api-key, x-goog-api-key, Proxy-Authorization or Cookie, or a key=,
 //     token=, sig=, … value) is passed up with those blanked, so neither
-//     the span's status nor llmretry's records carry them; errors.Is and
+//     the span's status nor llmretry's records carry them: a *url.Error
+//     stays a *url.Error, any other error is wrapped, and errors.Is and
 //     errors.As still find the original. No header value is recorded.
 //
 // otelhttp ends an attempt's span when its response body is closed or

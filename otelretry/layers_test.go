@@ -190,7 +190,8 @@ func TestInvalid(t *testing.T) {
 
 // A base error that quotes the request's credentials is passed up with
 // them blanked, and is still the original to errors.Is, errors.As,
-// error.type and Timeout; one that quotes none is passed up as it is.
+// error.type and Timeout; a *url.Error stays one; an error that quotes no
+// credential is passed up as it is.
 func TestRedactError(t *testing.T) {
 	req, err := http.NewRequest(http.MethodGet, "https://u:pw@example.com/v1/x?key=K1&alt=sse", nil)
 	require.NoError(t, err)
@@ -200,13 +201,18 @@ func TestRedactError(t *testing.T) {
 	cause := &timeoutError{"sent Bearer TOKEN and GOOG, token=T2 and: i/o timeout"}
 	orig := &url.Error{Op: "Get", URL: req.URL.String(), Err: cause}
 	got := redactError(orig, req)
+	require.IsType(t, &url.Error{}, got)
 	assert.Equal(t, `Get "https://…@example.com/v1/x?…": sent … and …, token=… and: i/o timeout`, got.Error())
-	var ue *url.Error
-	assert.True(t, errors.As(got, &ue))
 	assert.ErrorIs(t, got, cause)
 	assert.Equal(t, semconv.ErrorType(orig), semconv.ErrorType(got))
-	var to interface{ Timeout() bool }
-	require.True(t, errors.As(got, &to))
+	assert.True(t, got.(*url.Error).Timeout(), "url.Error asks its Err directly")
+	assert.Equal(t, req.URL.String(), orig.URL, "the original is unchanged")
+
+	got = redactError(cause, req)
+	require.IsType(t, &typedRedactedError{}, got)
+	assert.Equal(t, "sent … and …, token=… and: i/o timeout", got.Error())
+	assert.Same(t, cause, errors.Unwrap(got))
+	assert.Equal(t, semconv.ErrorType(cause), semconv.ErrorType(got))
 	assert.True(t, got.(interface{ Timeout() bool }).Timeout())
 
 	plain := errors.New("connection refused")

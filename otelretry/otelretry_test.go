@@ -323,6 +323,7 @@ func TestNoCredentialInTelemetry(t *testing.T) {
 					assert.Equal(t, cleanURL, u.AsString())
 				}
 				assert.Contains(t, spans[0].Status().Description, "connection reset by peer (sent …)")
+				assert.NotContains(t, text, "redactedError", "the leaky error is still a *url.Error to otelhttp's metrics")
 				if coordinated {
 					assert.Contains(t, text, "event llmretry.hold")
 				}

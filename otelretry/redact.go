@@ -25,12 +25,11 @@ func redactURL(u *url.URL) string {
 // model providers' API keys, and the usual HTTP ones.
 var credentialHeaders = [...]string{"Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Cookie"}
 
-// redactedError is a base's error whose text quoted one of the request's
-// credentials (a base that wraps an http.Client reports the whole URL),
-// with those credentials blanked. It is what llmretry and otelhttp see, so
-// the span's status and llmretry's records carry the redacted text.
-// errors.Is and errors.As see the original through Unwrap; ErrorType keeps
-// the span's error.type the original's, and Timeout is passed on.
+// redactedError is an error whose text quoted one of the request's
+// credentials, with those credentials blanked. It is what llmretry and
+// otelhttp see, so the span's status and llmretry's records carry the
+// redacted text. errors.Is and errors.As see the original through Unwrap,
+// and Timeout is passed on.
 type redactedError struct {
 	err  error
 	text string
@@ -39,10 +38,6 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.text }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// ErrorType is the error.type of the original error (otelhttp's span and
-// this package's metrics read it).
-func (e *redactedError) ErrorType() string { return semconv.ErrorType(e.err).Value.AsString() }
-
 // Timeout reports whether the original error is a timeout, for callers
 // that ask the error directly rather than through errors.As.
 func (e *redactedError) Timeout() bool {
@@ -50,14 +45,36 @@ func (e *redactedError) Timeout() bool {
 	return errors.As(e.err, &t) && t.Timeout()
 }
 
-// redactError returns err, or a redactedError if err's text quotes a
-// credential of req.
+// typedRedactedError is a redactedError returned as the base's error
+// itself. Its ErrorType keeps the span's error.type the original's
+// (otelhttp's metrics, which read the type itself, name this one). Inside
+// a *url.Error the plain redactedError is used, so that error.type stays
+// *url.Error.
+type typedRedactedError struct{ redactedError }
+
+// ErrorType is the error.type of the original error.
+func (e *typedRedactedError) ErrorType() string { return semconv.ErrorType(e.err).Value.AsString() }
+
+// redactError returns err if its text quotes no credential of req, and
+// otherwise err with those credentials blanked. A *url.Error stays one
+// (its URL redacted, its Err redacted in turn), so that its type, and the
+// error.type otelhttp reads off it, do not change; any other error is
+// wrapped in a typedRedactedError.
 func redactError(err error, req *http.Request) error {
 	s := err.Error()
-	if r := redactText(s, req); r != s {
-		return &redactedError{err: err, text: r}
+	r := redactText(s, req)
+	if r == s {
+		return err
 	}
-	return err
+	if ue, ok := err.(*url.Error); ok && ue.Err != nil {
+		c := *ue
+		c.URL = redactText(ue.URL, req)
+		if t := ue.Err.Error(); redactText(t, req) != t {
+			c.Err = &redactedError{err: ue.Err, text: redactText(t, req)}
+		}
+		return &c
+	}
+	return &typedRedactedError{redactedError{err: err, text: r}}
 }
 
 // redactText blanks in s the credentials of req that a text may quote:
