@@ -100,8 +100,8 @@
 // # Providers and concurrency
 //
 // Spans are made with the TracerProvider of WithTracerProvider, metrics
-// recorded with the MeterProvider of WithMeterProvider, each the global
-// one by default. Trace context is injected into each attempt's headers
+// recorded with the MeterProvider of WithMeterProvider, each by default
+// the global one as it is when the Transport is made. Trace context is injected into each attempt's headers
 // with the global propagator (otel.SetTextMapPropagator), as otelhttp does.
 // The Transport is safe for concurrent use, like any llmretry Transport;
 // this package starts no goroutine.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
@@ -239,4 +240,32 @@ func TestRedactURL(t *testing.T) {
 		assert.Equal(t, want, redactURL(u), in)
 	}
 	assert.Empty(t, redactURL(nil))
+}
+
+// A request with its own policy (llmretry.WithPolicy) runs that policy's
+// hooks, not the Transport's: its attempts are still spans with resend
+// counts and are counted, but its waits are not recorded.
+func TestPerRequestPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig()
+		p := newProvider(step{status: 503}, step{status: 200})
+		rt, err := New(p, llmretry.Policy{}, r.opts()...)
+		require.NoError(t, err)
+
+		ctx, turn := r.turn(t.Context())
+		ctx = llmretry.WithPolicy(ctx, llmretry.Policy{Waits: []time.Duration{time.Second}})
+		resp, err := rt.RoundTrip(post(t, ctx, chatURL))
+		require.NoError(t, err)
+		finish(t, resp)
+		turn.End()
+		r.requireAllEnded(t)
+
+		spans := r.clientSpans()
+		require.Len(t, spans, 2)
+		rc, _ := attr(spans[1].Attributes(), semconv.HTTPRequestResendCountKey)
+		assert.Equal(t, int64(1), rc.AsInt64())
+		rm := r.collect(t)
+		assert.Len(t, counts(t, findMetric(t, rm, metricAttempts)), 2)
+		assert.Empty(t, turn.(interface{ Events() []sdktrace.Event }).Events(), "no wait event")
+	})
 }

@@ -46,7 +46,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // See the package documentation for what is recorded.
 //
 // p's own OnAttempt still runs, after this package has recorded the
-// attempt. An invalid policy is an error, and no Transport is made.
+// attempt. An invalid policy is an error, and no Transport is made. Like
+// any llmretry Transport, the result is safe for concurrent use (p's
+// OnAttempt must then be too).
 func New(base http.RoundTripper, p llmretry.Policy, opts ...Option) (*llmretry.Transport, error) {
 	tel, rt, err := build(base, opts)
 	if err != nil {
@@ -67,7 +69,8 @@ func New(base http.RoundTripper, p llmretry.Policy, opts ...Option) (*llmretry.T
 //
 // p's own OnAttempt and OnHold still run, after this package has recorded
 // the attempt or the hold. An invalid policy or coordination is an error,
-// and no Transport is made.
+// and no Transport is made. The result is safe for concurrent use (p's
+// hooks must then be too).
 func NewCoordinated(base http.RoundTripper, p llmretry.Policy, c llmretry.Coordination, opts ...Option) (*llmretry.Transport, error) {
 	tel, rt, err := build(base, opts)
 	if err != nil {
