@@ -257,15 +257,18 @@ func TestCoordinatedHolds(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		require.Len(t, seen, 4)
-		ended := map[string]float64{}
+		ended := map[string]llmretry.Hold{}
 		for _, h := range seen {
 			if h.Outcome != llmretry.HoldWaiting {
-				ended[h.Outcome.String()] = h.End.Sub(h.Start).Seconds()
+				ended[h.Outcome.String()] = h
 			}
 		}
 		for _, turn := range turns {
-			e := eventAttrs(events(turn.(sdktrace.ReadOnlySpan), eventHold)[0])
-			assert.Equal(t, ended[e[keyOutcome].(string)], e[keyDuration])
+			e := events(turn.(sdktrace.ReadOnlySpan), eventHold)[0]
+			a := eventAttrs(e)
+			h := ended[a[keyOutcome].(string)]
+			assert.Equal(t, h.End.Sub(h.Start).Seconds(), a[keyDuration])
+			assert.Equal(t, h.Start, e.Time, "the event is stamped when the hold began")
 		}
 	})
 }
