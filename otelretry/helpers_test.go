@@ -1,0 +1,246 @@
+package otelretry
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// step is one scripted reply of the in-memory provider: an error, or a
+// status with a body.
+type step struct {
+	status int
+	err    error
+	leak   bool // fail with an error that quotes the URL and the Authorization header
+}
+
+// opError stands in for *net.OpError without a real socket.
+type opError struct{}
+
+func (*opError) Error() string { return "read tcp 10.0.0.1:443: connection reset by peer" }
+
+// provider is an in-memory base RoundTripper: it answers each request with
+// the next step of its script (the last step repeats), and keeps what each
+// request carried and every response body it handed out.
+type provider struct {
+	mu     sync.Mutex
+	script []step
+	reqs   []*http.Request
+	bodies []*body
+	idle   atomic.Int32 // CloseIdleConnections calls
+}
+
+// newProvider returns a provider that answers with script.
+func newProvider(script ...step) *provider { return &provider{script: script} }
+
+// RoundTrip answers req with the next step.
+func (p *provider) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.script[min(len(p.reqs), len(p.script)-1)]
+	p.reqs = append(p.reqs, req)
+	if s.leak {
+		// What a base wrapping an http.Client may say.
+		return nil, &url.Error{Op: "Post", URL: req.URL.String(), Err: fmt.Errorf("connection reset by peer (sent %s)", req.Header.Get("Authorization"))}
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	b := &body{Reader: strings.NewReader(`{"status":` + strconv.Itoa(s.status) + `}`)}
+	p.bodies = append(p.bodies, b)
+	return &http.Response{
+		Status:     strconv.Itoa(s.status) + " " + http.StatusText(s.status),
+		StatusCode: s.status,
+		Header:     http.Header{"Content-Type": {"application/json"}},
+		Body:       b,
+		Request:    req,
+	}, nil
+}
+
+// CloseIdleConnections counts the calls.
+func (p *provider) CloseIdleConnections() { p.idle.Add(1) }
+
+// requests returns the requests received so far.
+func (p *provider) requests() []*http.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*http.Request(nil), p.reqs...)
+}
+
+// body is a response body that knows whether it was closed.
+type body struct {
+	*strings.Reader
+	closed atomic.Bool
+}
+
+func (b *body) Close() error { b.closed.Store(true); return nil }
+
+// rig is an SDK TracerProvider with a SpanRecorder and a MeterProvider
+// with a ManualReader: everything this package records, in memory.
+type rig struct {
+	spans  *tracetest.SpanRecorder
+	tp     *sdktrace.TracerProvider
+	reader *sdkmetric.ManualReader
+	mp     *sdkmetric.MeterProvider
+}
+
+func newRig() *rig {
+	r := &rig{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	r.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
+	r.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	return r
+}
+
+// opts are the options that send everything to r.
+func (r *rig) opts() []Option {
+	return []Option{WithTracerProvider(r.tp), WithMeterProvider(r.mp)}
+}
+
+// turn starts the caller's span ("turn") on ctx.
+func (r *rig) turn(ctx context.Context) (context.Context, trace.Span) {
+	return r.tp.Tracer("test").Start(ctx, "turn")
+}
+
+// clientSpans returns the ended CLIENT spans, in the order they started.
+func (r *rig) clientSpans() []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range r.spans.Ended() {
+		if s.SpanKind() == trace.SpanKindClient {
+			out = append(out, s)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].StartTime().Before(out[j].StartTime()) })
+	return out
+}
+
+// requireAllEnded fails unless every span that started has ended.
+func (r *rig) requireAllEnded(t *testing.T) {
+	t.Helper()
+	started, ended := r.spans.Started(), r.spans.Ended()
+	require.NotEmpty(t, started)
+	require.Len(t, ended, len(started), "every span that started has ended")
+}
+
+// collect reads the metrics recorded so far.
+func (r *rig) collect(t *testing.T) metricdata.ResourceMetrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.reader.Collect(context.Background(), &rm))
+	return rm
+}
+
+// findMetric returns the metric named name, failing if there is none.
+func findMetric(t *testing.T, rm metricdata.ResourceMetrics, name string) metricdata.Metrics {
+	t.Helper()
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m
+			}
+		}
+	}
+	require.FailNowf(t, "no metric", "%s not recorded", name)
+	return metricdata.Metrics{}
+}
+
+// counts returns an int64 counter's values by attribute set, each set
+// rendered as sorted key=value pairs.
+func counts(t *testing.T, m metricdata.Metrics) map[string]int64 {
+	t.Helper()
+	sum, ok := m.Data.(metricdata.Sum[int64])
+	require.Truef(t, ok, "%s is a %T, not an int64 sum", m.Name, m.Data)
+	require.True(t, sum.IsMonotonic, "%s is a counter", m.Name)
+	out := map[string]int64{}
+	for _, dp := range sum.DataPoints {
+		out[render(dp.Attributes)] = dp.Value
+	}
+	return out
+}
+
+// histogram returns a float64 histogram's (count, sum) by attribute set.
+func histogram(t *testing.T, m metricdata.Metrics) map[string][2]float64 {
+	t.Helper()
+	h, ok := m.Data.(metricdata.Histogram[float64])
+	require.Truef(t, ok, "%s is a %T, not a float64 histogram", m.Name, m.Data)
+	out := map[string][2]float64{}
+	for _, dp := range h.DataPoints {
+		out[render(dp.Attributes)] = [2]float64{float64(dp.Count), dp.Sum}
+	}
+	return out
+}
+
+// render writes an attribute set as "k=v k=v", sorted by key.
+func render(s attribute.Set) string {
+	var parts []string
+	for _, kv := range s.ToSlice() {
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+// attr returns the value of span attribute k, and whether it is set.
+func attr(attrs []attribute.KeyValue, k attribute.Key) (attribute.Value, bool) {
+	for _, kv := range attrs {
+		if kv.Key == k {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+// events returns the events of s named name.
+func events(s sdktrace.ReadOnlySpan, name string) []sdktrace.Event {
+	var out []sdktrace.Event
+	for _, e := range s.Events() {
+		if e.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// eventAttrs renders an event's attributes by key.
+func eventAttrs(e sdktrace.Event) map[attribute.Key]any {
+	out := map[attribute.Key]any{}
+	for _, kv := range e.Attributes {
+		out[kv.Key] = kv.Value.AsInterface()
+	}
+	return out
+}
+
+// post returns a POST request to url with a JSON body and ctx.
+func post(t *testing.T, ctx context.Context, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"model":"m"}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	return req
+}
+
+// finish reads the response body to the end and closes it, as a caller must.
+func finish(t *testing.T, resp *http.Response) {
+	t.Helper()
+	_, err := io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+}

@@ -1,0 +1,137 @@
+package otelretry
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/llmretry/llmretry"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// scope is the instrumentation scope of the meter and of the attributes
+// this package records.
+const scope = "github.com/llmretry/llmretry/otelretry"
+
+// Option configures New and NewCoordinated. A nil Option is ignored.
+type Option func(*config)
+
+// config is what the options set.
+type config struct {
+	tp trace.TracerProvider
+	mp metric.MeterProvider
+}
+
+// WithTracerProvider makes the attempt spans with tp. Without this option,
+// or with a nil tp, they are made with the global TracerProvider, looked
+// up (otel.GetTracerProvider) when the Transport is made. Wait and hold
+// events go on the caller's own span, whatever its provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
+}
+
+// WithMeterProvider records this package's metrics, and otelhttp's, with
+// mp. Without this option, or with a nil mp, they are recorded with the
+// global MeterProvider, looked up (otel.GetMeterProvider) when the
+// Transport is made.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.mp = mp }
+}
+
+// New returns an llmretry Transport, as llmretry.New(base, p) would, whose
+// attempts are traced and measured: the layers are llmretry, then otelhttp
+// (one CLIENT span per attempt), then base (http.DefaultTransport if nil).
+// See the package documentation for what is recorded.
+//
+// p's own OnAttempt still runs, after this package has recorded the
+// attempt. An invalid policy is an error, and no Transport is made. Like
+// any llmretry Transport, the result is safe for concurrent use (p's
+// OnAttempt must then be too).
+func New(base http.RoundTripper, p llmretry.Policy, opts ...Option) (*llmretry.Transport, error) {
+	tel, rt, err := build(base, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.OnAttempt = tel.onAttempt(p.OnAttempt)
+	t, err := llmretry.New(rt, p)
+	if err != nil {
+		return nil, fmt.Errorf("otelretry: %w", err)
+	}
+	return t, nil
+}
+
+// NewCoordinated returns a coordinated llmretry Transport, as
+// llmretry.NewCoordinated(base, p, c) would, traced and measured like
+// New's; each coordinated hold is also an event on the caller's span and
+// is counted by outcome.
+//
+// p's own OnAttempt and OnHold still run, after this package has recorded
+// the attempt or the hold. An invalid policy or coordination is an error,
+// and no Transport is made. The result is safe for concurrent use (p's
+// hooks must then be too).
+func NewCoordinated(base http.RoundTripper, p llmretry.Policy, c llmretry.Coordination, opts ...Option) (*llmretry.Transport, error) {
+	tel, rt, err := build(base, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.OnAttempt = tel.onAttempt(p.OnAttempt)
+	p.OnHold = tel.onHold(p.OnHold)
+	t, err := llmretry.NewCoordinated(rt, p, c)
+	if err != nil {
+		return nil, fmt.Errorf("otelretry: %w", err)
+	}
+	return t, nil
+}
+
+// build resolves the options and returns the instruments and the round
+// tripper that llmretry sends each attempt through: otelhttp over the
+// attempt layer over base.
+func build(base http.RoundTripper, opts []Option) (*telemetry, http.RoundTripper, error) {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.tp == nil {
+		cfg.tp = otel.GetTracerProvider()
+	}
+	if cfg.mp == nil {
+		cfg.mp = otel.GetMeterProvider()
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	tel, err := newTelemetry(cfg.mp.Meter(scope))
+	if err != nil {
+		return nil, nil, err
+	}
+	spans := otelhttp.NewTransport(&attemptTransport{base: base, tel: tel},
+		otelhttp.WithTracerProvider(cfg.tp),
+		otelhttp.WithMeterProvider(cfg.mp),
+	)
+	return tel, &instrumented{spans: spans, base: base}, nil
+}
+
+// instrumented is the round tripper under llmretry. It exists so that
+// CloseIdleConnections reaches base: otelhttp's Transport has no such
+// method, and llmretry's Transport calls only its own base's.
+type instrumented struct {
+	spans *otelhttp.Transport
+	base  http.RoundTripper
+}
+
+// RoundTrip sends one attempt through otelhttp.
+func (t *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.spans.RoundTrip(req)
+}
+
+// CloseIdleConnections closes base's idle connections, if it has such a
+// method.
+func (t *instrumented) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
