@@ -103,6 +103,7 @@ type crowdRun struct {
 	faultsAt []time.Duration // when each fault left the provider
 	probes   int             // attempts llmretry marked Attempt.Probe
 	probesBy []int           // per call: its attempts marked Attempt.Probe
+	probesAt []time.Duration // when each probe reached the provider, in order
 }
 
 // crowdCallKey is the context key under which a crowd call carries its
@@ -117,6 +118,7 @@ func runCrowd(t *testing.T, c crowdClient, s crowdScenario) crowdRun {
 	synctest.Test(t, func(t *testing.T) {
 		tl := newTimeline(s.fault, s.recovery)
 		tl.faultTime = s.faultTime
+		base := &sendLog{tl: tl, at: map[*http.Request]time.Duration{}}
 		var mu sync.Mutex
 		r.probesBy = make([]int, s.calls)
 		p := c.policy()
@@ -125,12 +127,17 @@ func runCrowd(t *testing.T, c crowdClient, s crowdScenario) crowdRun {
 				mu.Lock()
 				r.probes++
 				r.probesBy[a.Request.Context().Value(crowdCallKey{}).(int)]++
+				at, ok := base.sentAt(a.Request)
+				if !ok {
+					t.Errorf("(%s) %s: probe %s names a request the provider never got", s.id, c.name, a)
+				}
+				r.probesAt = append(r.probesAt, at)
 				mu.Unlock()
 			}
 		}
 		clients := make([]*http.Client, s.calls)
 		if c.coordinated {
-			rt, err := llmretry.NewCoordinated(tl, p, llmretry.Coordination{})
+			rt, err := llmretry.NewCoordinated(base, p, llmretry.Coordination{})
 			require.NoError(t, err)
 			shared := &http.Client{Transport: rt}
 			for i := range clients {
@@ -138,7 +145,7 @@ func runCrowd(t *testing.T, c crowdClient, s crowdScenario) crowdRun {
 			}
 		} else {
 			for i := range clients {
-				clients[i] = &http.Client{Transport: retrying(t, tl, p)}
+				clients[i] = &http.Client{Transport: retrying(t, base, p)}
 			}
 		}
 		r.errs = make([]error, s.calls)
@@ -155,8 +162,35 @@ func runCrowd(t *testing.T, c crowdClient, s crowdScenario) crowdRun {
 		}
 		wg.Wait()
 		r.at, r.faultsAt = tl.attempts(), tl.faults()
+		slices.Sort(r.probesAt)
 	})
 	return r
+}
+
+// sendLog is a crowd's base transport: it notes when each request reaches
+// the timeline, so that OnAttempt, which runs when the attempt has ended,
+// can tell when a probe was sent.
+type sendLog struct {
+	tl *timeline
+	mu sync.Mutex
+	at map[*http.Request]time.Duration
+}
+
+// RoundTrip notes when req arrived and passes it to the timeline.
+func (s *sendLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	s.at[req] = time.Since(s.tl.start)
+	s.mu.Unlock()
+	return s.tl.RoundTrip(req)
+}
+
+// sentAt returns when req reached the timeline, and false if it never
+// did.
+func (s *sendLog) sentAt(req *http.Request) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.at[req]
+	return at, ok
 }
 
 // runCrowds runs every client through every scenario, in order.

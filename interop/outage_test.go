@@ -17,24 +17,32 @@ import (
 const outageSamples = 10
 
 // writeTableEnv names the variable that makes TestOutageTable write
-// docs/outage-table.md: LLMRETRY_WRITE_TABLE=1.
+// docs/outage-table.md and docs/ride-through.svg: LLMRETRY_WRITE_TABLE=1.
 const writeTableEnv = "LLMRETRY_WRITE_TABLE"
 
 // TestOutageTable runs one call per cell — every fault × outage length ×
 // client — against an in-memory provider that follows a timeline, inside a
 // synctest bubble (minutes of waiting cost nothing), prints the table, and
-// asserts what must hold of llmretry. With LLMRETRY_WRITE_TABLE=1 it also
-// writes the table to docs/outage-table.md:
+// asserts what must hold of llmretry. It draws the 502 outage of 3 minutes
+// as a picture (ridethrough_svg_test.go). With LLMRETRY_WRITE_TABLE=1 it
+// also writes the table to docs/outage-table.md and the picture to
+// docs/ride-through.svg:
 //
 //	cd interop && LLMRETRY_WRITE_TABLE=1 go test -run TestOutageTable -count=1 .
 func TestOutageTable(t *testing.T) {
 	cells := runOutageTable(t)
-	table := renderTable(cells, outageSamples) + renderCrowd(runCrowds(t))
+	crowds := runCrowds(t)
+	table := renderTable(cells, outageSamples) + renderCrowd(crowds)
 	t.Log("\n" + table)
+	picture, err := ridePictureOf(cells, crowds)
+	require.NoError(t, err)
+	svg := renderRideThrough(picture)
 	if os.Getenv(writeTableEnv) == "1" {
-		path := filepath.Join("..", "docs", "outage-table.md")
-		require.NoError(t, os.WriteFile(path, []byte(table), 0o644))
-		t.Logf("wrote %s", path)
+		for _, f := range []struct{ name, text string }{{"outage-table.md", table}, {"ride-through.svg", svg}} {
+			path := filepath.Join("..", "docs", f.name)
+			require.NoError(t, os.WriteFile(path, []byte(f.text), 0o644))
+			t.Logf("wrote %s", path)
+		}
 	}
 
 	// forEach calls f with every cell of client, with its fault and length.
@@ -129,6 +137,10 @@ func TestOutageTable(t *testing.T) {
 			assert.Equal(t, c.recovery == 0, c.runs[0].ok, c.name())
 			assert.Len(t, c.runs[0].at, 1, c.name())
 		})
+	})
+
+	t.Run("the picture: the peers give up during the outage, llmretry answers just after it", func(t *testing.T) {
+		rideThroughAsserts(t, picture, svg)
 	})
 
 	t.Run("no client answers sooner than the oracle", func(t *testing.T) {
