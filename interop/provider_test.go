@@ -96,6 +96,9 @@ type reply struct {
 	body   string
 	events []string
 	err    error // RoundTrip only: the error instead of a response
+	// delay is how long the provider takes to answer (RoundTrip only): a
+	// timer, or the request's context ending first, as over a connection.
+	delay time.Duration
 }
 
 // with returns a copy of r with header k set to v.
@@ -106,6 +109,13 @@ func (r reply) with(k, v string) reply {
 	}
 	h.Set(k, v)
 	r.header = h
+	return r
+}
+
+// after returns a copy of r that the provider sends d after the request
+// reached it.
+func (r reply) after(d time.Duration) reply {
+	r.delay = d
 	return r
 }
 
@@ -136,11 +146,13 @@ type call struct {
 }
 
 // provider is a scripted fake model provider. It answers the i-th request
-// with script[i] (the last reply repeats forever) and records every attempt.
-// It is safe for concurrent use.
+// with script[i] (the last reply repeats forever), or with answer's reply
+// when answer is set, and records every attempt. It is safe for concurrent
+// use; answer runs with the provider locked and must not call it.
 type provider struct {
 	mu     sync.Mutex
 	script []reply
+	answer func(c call, n int) reply // n counts from 1
 	calls  []call
 }
 
@@ -178,6 +190,9 @@ func (p *provider) next(r *http.Request) reply {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, c)
+	if p.answer != nil {
+		return p.answer(c, len(p.calls))
+	}
 	return p.script[min(len(p.calls)-1, len(p.script)-1)]
 }
 
@@ -222,6 +237,15 @@ func (r reply) response(req *http.Request) *http.Response {
 // RoundTrip answers req in memory, reading its body as a server would.
 func (p *provider) RoundTrip(req *http.Request) (*http.Response, error) {
 	rep := p.next(req)
+	if rep.delay > 0 {
+		t := time.NewTimer(rep.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
 	if rep.err != nil {
 		return nil, rep.err
 	}
@@ -556,6 +580,26 @@ func bedrockHeaders(contentType string) http.Header {
 		"Content-Type":     {contentType},
 		"X-Amzn-Requestid": {"5c1e7b2a-9d4f-4e3a-8b6c-1f2e3d4c5b6a"},
 	}
+}
+
+// bedrockError is a Bedrock (restJson1) error: the error type in the
+// X-Amzn-ErrorType header, the message in a JSON body.
+func bedrockError(status int, typ, message string) reply {
+	return reply{
+		status: status,
+		header: bedrockHeaders("application/json"),
+		body:   `{"message":` + quote(message) + `}`,
+	}.with("X-Amzn-Errortype", typ+":http://internal.amazon.com/coral/com.amazon.bedrock/")
+}
+
+// bedrockThrottled is Bedrock's 429 ThrottlingException (no Retry-After).
+func bedrockThrottled() reply {
+	return bedrockError(http.StatusTooManyRequests, "ThrottlingException", "Too many requests, please wait before trying again.")
+}
+
+// bedrockUnavailable is Bedrock's 503 ServiceUnavailableException.
+func bedrockUnavailable() reply {
+	return bedrockError(http.StatusServiceUnavailable, "ServiceUnavailableException", "Bedrock is unable to process your request.")
 }
 
 // bedrockConverse is a Converse response answering text.
