@@ -164,6 +164,13 @@ func newProvider(script ...reply) *provider {
 	return &provider{script: script}
 }
 
+// newProviderFunc returns a provider whose reply to the n-th request
+// (counting from 1) is answer(c, n), c being what reached it: for a
+// provider whose answer depends on its clock or on the request itself.
+func newProviderFunc(answer func(c call, n int) reply) *provider {
+	return &provider{answer: answer}
+}
+
 // next records the request and returns the reply for it.
 func (p *provider) next(r *http.Request) reply {
 	var body []byte
@@ -600,6 +607,16 @@ func bedrockThrottled() reply {
 // bedrockUnavailable is Bedrock's 503 ServiceUnavailableException.
 func bedrockUnavailable() reply {
 	return bedrockError(http.StatusServiceUnavailable, "ServiceUnavailableException", "Bedrock is unable to process your request.")
+}
+
+// bedrockSignatureExpired is the 403 InvalidSignatureException AWS sends
+// for a request signed at signed and received at now, more than 5 minutes
+// later.
+func bedrockSignatureExpired(signed, now time.Time) reply {
+	const f = "20060102T150405Z"
+	return bedrockError(http.StatusForbidden, "InvalidSignatureException",
+		"Signature expired: "+signed.UTC().Format(f)+" is now earlier than "+now.Add(-5*time.Minute).UTC().Format(f)+
+			" ("+now.UTC().Format(f)+" - 5 min.)")
 }
 
 // bedrockConverse is a Converse response answering text.
