@@ -320,7 +320,8 @@ func TestBedrockExhausted(t *testing.T) {
 // llmretry's 3 attempts; the default standard retryer (3 attempts) starts
 // a fresh llmretry call for each of its own, 3 × 3 = 9, for responses and
 // failed connections alike (it ignores X-Should-Retry). Its attempt header
-// shows the nesting.
+// shows the nesting, and its X-Amz-Date that the SDK signs each of its
+// attempts afresh.
 func TestBedrockRetryerSetups(t *testing.T) {
 	setups := []struct {
 		name string
@@ -347,6 +348,9 @@ func TestBedrockRetryerSetups(t *testing.T) {
 					require.Error(t, err)
 					assert.Equal(t, s.want, prov.attempts())
 					assert.Equal(t, s.sdk, prov.headerValues("Amz-Sdk-Request"))
+					// The SDK signs each of its attempts afresh; llmretry's
+					// resends repeat the signature they were given.
+					assert.Len(t, slices.Compact(prov.headerValues("X-Amz-Date")), len(slices.Compact(slices.Clone(s.sdk))), "one signing time per SDK attempt")
 				})
 			})
 		}
