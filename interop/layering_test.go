@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -12,9 +13,12 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/llmretry/llmretry"
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
+	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genai"
@@ -42,6 +46,10 @@ func layerPolicy() llmretry.Policy {
 // for failed connections, where there is no response to mark: only
 // option.WithMaxRetries(0) prevents that. genai retries only when
 // HTTPOptions.RetryOptions is set, and then ignores X-Should-Retry.
+// go-openai and langchaingo have no retries of their own. aws-sdk-go-v2's
+// default retryer (3 attempts) ignores X-Should-Retry and resends
+// responses and failed connections alike, 3(k+1) attempts, unless it is
+// turned off (Retryer: aws.NopRetryer{} or RetryMaxAttempts: 1).
 //
 // Run with -v to print the measured table.
 func TestLayeringTrap(t *testing.T) {
@@ -80,19 +88,45 @@ func TestLayeringTrap(t *testing.T) {
 			return err
 		}
 	}
+	goOpenAICall := func(_ *testing.T, rt http.RoundTripper) error {
+		_, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletion(context.Background(), goOpenAIChat())
+		return err
+	}
+	lcCall := func(llm func(*testing.T, http.RoundTripper) lcGenerate) func(*testing.T, http.RoundTripper) error {
+		return func(t *testing.T, rt http.RoundTripper) error {
+			_, _, err := lcAsk(llm(t, rt), "Say hello.", false)
+			return err
+		}
+	}
+	bedrockCall := func(opts ...func(*bedrockruntime.Options)) func(*testing.T, http.RoundTripper) error {
+		return func(_ *testing.T, rt http.RoundTripper) error {
+			_, err := bedrockClient(rt, opts...).Converse(context.Background(), bedrockConverseInput())
+			return err
+		}
+	}
 	three := int32(3)
 
 	type sdkSetup struct {
 		name string
 		call func(*testing.T, http.RoundTripper) error
+		// lostCause: the client replaces a failed connection's error
+		// with its own string, so neither the cause nor
+		// *llmretry.Exhausted can be reached.
+		lostCause bool
 	}
 	var (
-		oaDefault  = sdkSetup{"openai-go, default (2 retries)", openAICall()}
-		oaOff      = sdkSetup{"openai-go, WithMaxRetries(0)", openAICall(oaoption.WithMaxRetries(0))}
-		antDefault = sdkSetup{"anthropic-sdk-go, default (2 retries)", anthropicCall()}
-		antOff     = sdkSetup{"anthropic-sdk-go, WithMaxRetries(0)", anthropicCall(antoption.WithMaxRetries(0))}
-		gDefault   = sdkSetup{"genai, default (no retry)", geminiCall(nil)}
-		gOn        = sdkSetup{"genai, RetryOptions{Attempts: 3}", geminiCall(&genai.HTTPRetryOptions{Attempts: &three})}
+		oaDefault  = sdkSetup{"openai-go, default (2 retries)", openAICall(), false}
+		oaOff      = sdkSetup{"openai-go, WithMaxRetries(0)", openAICall(oaoption.WithMaxRetries(0)), false}
+		antDefault = sdkSetup{"anthropic-sdk-go, default (2 retries)", anthropicCall(), false}
+		antOff     = sdkSetup{"anthropic-sdk-go, WithMaxRetries(0)", anthropicCall(antoption.WithMaxRetries(0)), false}
+		gDefault   = sdkSetup{"genai, default (no retry)", geminiCall(nil), false}
+		gOn        = sdkSetup{"genai, RetryOptions{Attempts: 3}", geminiCall(&genai.HTTPRetryOptions{Attempts: &three}), false}
+		goOA       = sdkSetup{"go-openai (no retries)", goOpenAICall, false}
+		lcOA       = sdkSetup{"langchaingo openai (no retries)", lcCall(func(t *testing.T, rt http.RoundTripper) lcGenerate { return langchainOpenAI(t, fakeOpenAIURL, rt) }), true}
+		lcAnt      = sdkSetup{"langchaingo anthropic (no retries)", lcCall(func(t *testing.T, rt http.RoundTripper) lcGenerate { return langchainAnthropic(t, fakeAnthropicV1, rt) }), false}
+		awsDefault = sdkSetup{"bedrockruntime, default retryer (3 attempts)", bedrockCall(), false}
+		awsNop     = sdkSetup{"bedrockruntime, Retryer: aws.NopRetryer{}", bedrockCall(noAWSRetries), false}
+		awsOne     = sdkSetup{"bedrockruntime, RetryMaxAttempts: 1", bedrockCall(func(o *bedrockruntime.Options) { o.RetryMaxAttempts = 1 }), false}
 	)
 	type row struct {
 		sdk     sdkSetup
@@ -124,6 +158,24 @@ func TestLayeringTrap(t *testing.T) {
 		{gOn, stackLLM, "502", 3 * (layerK + 1)},
 		{gDefault, stackLLM, "conn refused", layerK + 1},
 		{gOn, stackLLM, "conn refused", 3 * (layerK + 1)},
+
+		{goOA, stackSDK, "502", 1},
+		{goOA, stackLLM, "502", layerK + 1},
+		{goOA, stackLLM, "conn refused", layerK + 1},
+		{lcOA, stackLLM, "502", layerK + 1},
+		{lcOA, stackLLM, "conn refused", layerK + 1},
+		{lcAnt, stackLLM, "502", layerK + 1},
+		{lcAnt, stackLLM, "conn refused", layerK + 1},
+
+		{awsDefault, stackSDK, "503 ServiceUnavailableException", 3},
+		{awsDefault, stackLLM, "503 ServiceUnavailableException", 3 * (layerK + 1)},
+		{awsDefault, stackLLM, "429 ThrottlingException", 3 * (layerK + 1)},
+		{awsDefault, stackLLM, "502", 3 * (layerK + 1)},
+		{awsDefault, stackLLM, "conn refused", 3 * (layerK + 1)},
+		{awsNop, stackLLM, "503 ServiceUnavailableException", layerK + 1},
+		{awsNop, stackLLM, "conn refused", layerK + 1},
+		{awsOne, stackLLM, "503 ServiceUnavailableException", layerK + 1},
+		{awsOne, stackLLM, "conn refused", layerK + 1},
 	}
 
 	var table []string
@@ -132,9 +184,11 @@ func TestLayeringTrap(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				failure := map[string]reply{
-					"502":                      badGateway(),
-					"conn refused":             connRefused(),
-					"429 x-should-retry: true": anthropicRateLimited("20"),
+					"502":                             badGateway(),
+					"conn refused":                    connRefused(),
+					"429 x-should-retry: true":        anthropicRateLimited("20"),
+					"503 ServiceUnavailableException": bedrockUnavailable(),
+					"429 ThrottlingException":         bedrockThrottled(),
 				}[r.failure]
 				prov := newProvider(failure)
 				start := time.Now()
@@ -147,8 +201,13 @@ func TestLayeringTrap(t *testing.T) {
 
 				// What the caller sees.
 				if r.failure == "conn refused" {
-					assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 					var ex *llmretry.Exhausted
+					if r.sdk.lostCause {
+						assert.False(t, errors.Is(err, syscall.ECONNREFUSED), "the client dropped the cause")
+						assert.False(t, errors.As(err, &ex))
+						return
+					}
+					assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 					if r.stack == stackLLM {
 						require.ErrorAs(t, err, &ex, "llmretry's error reaches the caller through the SDK")
 						assert.Equal(t, layerK+1, ex.Attempts, "the last llmretry call's own attempts")
@@ -174,9 +233,12 @@ func TestLayeringTrap(t *testing.T) {
 func sdkErrorResponse(t *testing.T, err error) (int, http.Header) {
 	t.Helper()
 	var (
-		oaErr  *openai.Error
-		antErr *anthropic.Error
-		gErr   genai.APIError
+		oaErr    *openai.Error
+		antErr   *anthropic.Error
+		gErr     genai.APIError
+		goAPIErr *goopenai.APIError
+		goReqErr *goopenai.RequestError
+		awsErr   *awshttp.ResponseError
 	)
 	switch {
 	case errors.As(err, &oaErr):
@@ -185,6 +247,20 @@ func sdkErrorResponse(t *testing.T, err error) (int, http.Header) {
 		return antErr.StatusCode, antErr.Response.Header
 	case errors.As(err, &gErr):
 		return gErr.Code, nil
+	case errors.As(err, &goAPIErr):
+		return goAPIErr.HTTPStatusCode, nil
+	case errors.As(err, &goReqErr):
+		return goReqErr.HTTPStatusCode, nil
+	case errors.As(err, &awsErr):
+		return awsErr.HTTPStatusCode(), awsErr.Response.Header
+	}
+	// langchaingo: only a string.
+	const lcStatus = "API returned unexpected status code: "
+	if i := strings.Index(err.Error(), lcStatus); i >= 0 {
+		var status int
+		if _, scanErr := fmt.Sscanf(err.Error()[i+len(lcStatus):], "%d", &status); scanErr == nil {
+			return status, nil
+		}
 	}
 	t.Fatalf("not an SDK error: %T %v", err, err)
 	return 0, nil

@@ -27,13 +27,16 @@ package interop
 //	})
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,10 +45,17 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	brtypes "github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/aws/smithy-go/eventstream"
 	"github.com/llmretry/llmretry"
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
+	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/require"
+	lcanthropic "github.com/tmc/langchaingo/llms/anthropic"
+	lcopenai "github.com/tmc/langchaingo/llms/openai"
 	"google.golang.org/genai"
 )
 
@@ -56,6 +66,7 @@ const (
 	fakeOpenAIURL    = "https://api.openai.test/v1/"
 	fakeAnthropicURL = "https://api.anthropic.test/"
 	fakeGeminiURL    = "https://generativelanguage.googleapis.test/"
+	fakeBedrockURL   = "https://bedrock-runtime.us-east-1.amazonaws.test"
 )
 
 // Obvious dummy credentials: nothing here talks to a real provider.
@@ -63,6 +74,8 @@ const (
 	dummyOpenAIKey    = "sk-dummy-interop-test"
 	dummyAnthropicKey = "sk-ant-dummy-interop-test"
 	dummyGeminiKey    = "dummy-gemini-interop-test"
+	dummyAWSKeyID     = "AKIDINTEROPDUMMY"
+	dummyAWSSecret    = "dummy-aws-secret-interop-test"
 )
 
 // Models named in requests and replies.
@@ -70,6 +83,7 @@ const (
 	openAIModel    = "gpt-4o-mini"
 	anthropicModel = "claude-sonnet-4-5"
 	geminiModel    = "gemini-2.5-flash"
+	bedrockModel   = "anthropic.claude-3-5-haiku-20241022-v1:0"
 )
 
 // reply is one scripted answer of the fake provider: a transport error, or
@@ -82,6 +96,9 @@ type reply struct {
 	body   string
 	events []string
 	err    error // RoundTrip only: the error instead of a response
+	// delay is how long the provider takes to answer (RoundTrip only): a
+	// timer, or the request's context ending first, as over a connection.
+	delay time.Duration
 }
 
 // with returns a copy of r with header k set to v.
@@ -95,6 +112,13 @@ func (r reply) with(k, v string) reply {
 	return r
 }
 
+// after returns a copy of r that the provider sends d after the request
+// reached it.
+func (r reply) after(d time.Duration) reply {
+	r.delay = d
+	return r
+}
+
 // payload returns the whole body of r.
 func (r reply) payload() string {
 	if r.events != nil {
@@ -105,20 +129,30 @@ func (r reply) payload() string {
 
 // call is what reached the provider in one attempt.
 type call struct {
-	at     time.Time
-	method string
-	path   string // the URL path, as the provider saw it
-	query  string
-	header http.Header
-	body   string
+	at      time.Time
+	method  string
+	path    string // the URL path, as the provider saw it
+	rawPath string // the escaped path, when it differs from path's encoding
+	query   string
+	host    string
+	header  http.Header
+	body    string
+
+	// How the client built the request (RoundTrip only; over the wire
+	// the server sees its own).
+	getBody       bool   // GetBody was set
+	bodyType      string // the Go type of Body ("<nil>" for none)
+	contentLength int64
 }
 
 // provider is a scripted fake model provider. It answers the i-th request
-// with script[i] (the last reply repeats forever) and records every attempt.
-// It is safe for concurrent use.
+// with script[i] (the last reply repeats forever), or with answer's reply
+// when answer is set, and records every attempt. It is safe for concurrent
+// use; answer runs with the provider locked and must not call it.
 type provider struct {
 	mu     sync.Mutex
 	script []reply
+	answer func(c call, n int) reply // n counts from 1
 	calls  []call
 }
 
@@ -130,6 +164,13 @@ func newProvider(script ...reply) *provider {
 	return &provider{script: script}
 }
 
+// newProviderFunc returns a provider whose reply to the n-th request
+// (counting from 1) is answer(c, n), c being what reached it: for a
+// provider whose answer depends on its clock or on the request itself.
+func newProviderFunc(answer func(c call, n int) reply) *provider {
+	return &provider{answer: answer}
+}
+
 // next records the request and returns the reply for it.
 func (p *provider) next(r *http.Request) reply {
 	var body []byte
@@ -137,17 +178,51 @@ func (p *provider) next(r *http.Request) reply {
 		body, _ = io.ReadAll(r.Body)
 		r.Body.Close()
 	}
+	c := call{
+		at:            time.Now(),
+		method:        r.Method,
+		path:          r.URL.Path,
+		rawPath:       r.URL.RawPath,
+		query:         r.URL.RawQuery,
+		host:          r.Host,
+		header:        r.Header.Clone(),
+		body:          string(body),
+		getBody:       r.GetBody != nil,
+		bodyType:      bodyType(r.Body),
+		contentLength: r.ContentLength,
+	}
+	if c.host == "" {
+		c.host = r.URL.Host
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.calls = append(p.calls, call{
-		at:     time.Now(),
-		method: r.Method,
-		path:   r.URL.Path,
-		query:  r.URL.RawQuery,
-		header: r.Header.Clone(),
-		body:   string(body),
-	})
+	p.calls = append(p.calls, c)
+	if p.answer != nil {
+		return p.answer(c, len(p.calls))
+	}
 	return p.script[min(len(p.calls)-1, len(p.script)-1)]
+}
+
+// bodyType names the Go type of a request body, and the type of the reader
+// it wraps when it is a wrapper struct (io.NopCloser's, say): what decides
+// whether the body can be handed over without a copy.
+func bodyType(body io.ReadCloser) string {
+	name := fmt.Sprintf("%T", body)
+	v := reflect.ValueOf(body)
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct || v.NumField() == 0 {
+		return name
+	}
+	if f := v.Field(0); (f.Kind() == reflect.Interface || f.Kind() == reflect.Pointer) && !f.IsNil() {
+		inner := f.Type().String()
+		if f.Kind() == reflect.Interface {
+			inner = f.Elem().Type().String()
+		}
+		return name + " wrapping " + inner
+	}
+	return name
 }
 
 // response renders the reply as the in-memory response to req.
@@ -169,6 +244,15 @@ func (r reply) response(req *http.Request) *http.Response {
 // RoundTrip answers req in memory, reading its body as a server would.
 func (p *provider) RoundTrip(req *http.Request) (*http.Response, error) {
 	rep := p.next(req)
+	if rep.delay > 0 {
+		t := time.NewTimer(rep.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
 	if rep.err != nil {
 		return nil, rep.err
 	}
@@ -493,6 +577,122 @@ func geminiQuota(quotaID, quotaValue, retryDelay string) reply {
 	}
 }
 
+// --- Amazon Bedrock ---
+
+// bedrockHeaders are the headers bedrock-runtime sends on every reply. No
+// Date: the SDK corrects its signing clock by the Date of a reply, and a
+// fixed one would skew the synctest clock.
+func bedrockHeaders(contentType string) http.Header {
+	return http.Header{
+		"Content-Type":     {contentType},
+		"X-Amzn-Requestid": {"5c1e7b2a-9d4f-4e3a-8b6c-1f2e3d4c5b6a"},
+	}
+}
+
+// bedrockError is a Bedrock (restJson1) error: the error type in the
+// X-Amzn-ErrorType header, the message in a JSON body.
+func bedrockError(status int, typ, message string) reply {
+	return reply{
+		status: status,
+		header: bedrockHeaders("application/json"),
+		body:   `{"message":` + quote(message) + `}`,
+	}.with("X-Amzn-Errortype", typ+":http://internal.amazon.com/coral/com.amazon.bedrock/")
+}
+
+// bedrockThrottled is Bedrock's 429 ThrottlingException (no Retry-After).
+func bedrockThrottled() reply {
+	return bedrockError(http.StatusTooManyRequests, "ThrottlingException", "Too many requests, please wait before trying again.")
+}
+
+// bedrockUnavailable is Bedrock's 503 ServiceUnavailableException.
+func bedrockUnavailable() reply {
+	return bedrockError(http.StatusServiceUnavailable, "ServiceUnavailableException", "Bedrock is unable to process your request.")
+}
+
+// bedrockSignatureExpired is the 403 InvalidSignatureException AWS sends
+// for a request signed at signed and received at now, more than 5 minutes
+// later.
+func bedrockSignatureExpired(signed, now time.Time) reply {
+	const f = "20060102T150405Z"
+	return bedrockError(http.StatusForbidden, "InvalidSignatureException",
+		"Signature expired: "+signed.UTC().Format(f)+" is now earlier than "+now.Add(-5*time.Minute).UTC().Format(f)+
+			" ("+now.UTC().Format(f)+" - 5 min.)")
+}
+
+// bedrockConverse is a Converse response answering text.
+func bedrockConverse(text string) reply {
+	return reply{
+		status: http.StatusOK,
+		header: bedrockHeaders("application/json"),
+		body: `{"metrics":{"latencyMs":412},"output":{"message":{"content":[{"text":` + quote(text) + `}],"role":"assistant"}},` +
+			`"stopReason":"end_turn","usage":{"inputTokens":12,"outputTokens":9,"totalTokens":21}}`,
+	}
+}
+
+// bedrockInvoke is an InvokeModel response: the model's own body (here an
+// Anthropic message) with Bedrock's token-count headers.
+func bedrockInvoke(text string) reply {
+	r := anthropicMessage(text)
+	r.header = bedrockHeaders("application/json")
+	r.header.Set("X-Amzn-Bedrock-Input-Token-Count", "12")
+	r.header.Set("X-Amzn-Bedrock-Output-Token-Count", "9")
+	r.header.Set("X-Amzn-Bedrock-Invocation-Latency", "412")
+	return r
+}
+
+// bedrockEvent encodes one event of an application/vnd.amazon.eventstream
+// body: the binary frame with its CRCs, as Bedrock streams it.
+func bedrockEvent(eventType, payload string) string {
+	var b bytes.Buffer
+	err := eventstream.NewEncoder().Encode(&b, eventstream.Message{
+		Headers: eventstream.Headers{
+			{Name: ":event-type", Value: eventstream.StringValue(eventType)},
+			{Name: ":content-type", Value: eventstream.StringValue("application/json")},
+			{Name: ":message-type", Value: eventstream.StringValue("event")},
+		},
+		Payload: []byte(payload),
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b.String()
+}
+
+// bedrockConverseStream streams parts as ConverseStream events:
+// messageStart, one contentBlockDelta per part, contentBlockStop,
+// messageStop and metadata.
+func bedrockConverseStream(parts ...string) reply {
+	events := []string{bedrockEvent("messageStart", `{"p":"abcdefgh","role":"assistant"}`)}
+	for _, p := range parts {
+		events = append(events, bedrockEvent("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":`+quote(p)+`},"p":"abcd"}`))
+	}
+	events = append(events,
+		bedrockEvent("contentBlockStop", `{"contentBlockIndex":0,"p":"abcdefghijk"}`),
+		bedrockEvent("messageStop", `{"p":"abcdefghij","stopReason":"end_turn"}`),
+		bedrockEvent("metadata", `{"metrics":{"latencyMs":412},"p":"abc","usage":{"inputTokens":12,"outputTokens":9,"totalTokens":21}}`))
+	return reply{status: http.StatusOK, header: bedrockHeaders("application/vnd.amazon.eventstream"), events: events}
+}
+
+// bedrockInvokeStream streams parts as InvokeModelWithResponseStream chunk
+// events, each carrying one Anthropic stream event (base64 in "bytes").
+func bedrockInvokeStream(parts ...string) reply {
+	chunk := func(data string) string {
+		return bedrockEvent("chunk", `{"bytes":"`+base64.StdEncoding.EncodeToString([]byte(data))+`","p":"abcdef"}`)
+	}
+	events := []string{
+		chunk(`{"type":"message_start","message":{"id":"msg_bdrk_01XFDUDYJgAACzvnptvVoYEL","type":"message","role":"assistant","model":"claude-3-5-haiku-20241022","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`),
+		chunk(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+	}
+	for _, p := range parts {
+		events = append(events, chunk(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+quote(p)+`}}`))
+	}
+	events = append(events,
+		chunk(`{"type":"content_block_stop","index":0}`),
+		chunk(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}`),
+		chunk(`{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":12,"outputTokenCount":9,"invocationLatency":412,"firstByteLatency":198}}`))
+	return reply{status: http.StatusOK, header: bedrockHeaders("application/vnd.amazon.eventstream"), events: events}
+}
+
 // quote returns s as a JSON string (s holds no characters needing escapes
 // beyond quotes and backslashes in these tests).
 func quote(s string) string {
@@ -553,6 +753,88 @@ func geminiClient(t testing.TB, baseURL string, rt http.RoundTripper, retry *gen
 	require.NoError(t, err)
 	return c
 }
+
+// goOpenAIClient returns a sashabaranov/go-openai client that sends
+// through rt to baseURL with a dummy key. go-openai has no retries of its
+// own: there is nothing to turn off.
+func goOpenAIClient(baseURL string, rt http.RoundTripper) *goopenai.Client {
+	cfg := goopenai.DefaultConfig(dummyOpenAIKey)
+	cfg.BaseURL = strings.TrimSuffix(baseURL, "/")
+	cfg.HTTPClient = &http.Client{Transport: rt}
+	return goopenai.NewClientWithConfig(cfg)
+}
+
+// langchainOpenAI returns langchaingo's OpenAI LLM sending through rt to
+// baseURL with a dummy key (the options win over OPENAI_* variables).
+func langchainOpenAI(t testing.TB, baseURL string, rt http.RoundTripper) *lcopenai.LLM {
+	t.Helper()
+	llm, err := lcopenai.New(
+		lcopenai.WithToken(dummyOpenAIKey),
+		lcopenai.WithBaseURL(strings.TrimSuffix(baseURL, "/")),
+		lcopenai.WithModel(openAIModel),
+		lcopenai.WithHTTPClient(&http.Client{Transport: rt}),
+	)
+	require.NoError(t, err)
+	return llm
+}
+
+// langchainAnthropic returns langchaingo's Anthropic LLM sending through
+// rt to baseURL (which ends in /v1) with a dummy key.
+func langchainAnthropic(t testing.TB, baseURL string, rt http.RoundTripper) *lcanthropic.LLM {
+	t.Helper()
+	llm, err := lcanthropic.New(
+		lcanthropic.WithToken(dummyAnthropicKey),
+		lcanthropic.WithBaseURL(strings.TrimSuffix(baseURL, "/")),
+		lcanthropic.WithModel(anthropicModel),
+		lcanthropic.WithHTTPClient(&http.Client{Transport: rt}),
+	)
+	require.NoError(t, err)
+	return llm
+}
+
+// bedrockClient returns an aws-sdk-go-v2 bedrockruntime client that sends
+// through rt to fakeBedrockURL, signing with SigV4 and dummy static
+// credentials. It keeps the SDK's default retryer; opts come last and win
+// (Retryer: aws.NopRetryer{} is the recommended set-up under llmretry).
+func bedrockClient(rt http.RoundTripper, opts ...func(*bedrockruntime.Options)) *bedrockruntime.Client {
+	return bedrockruntime.New(bedrockruntime.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(fakeBedrockURL),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: dummyAWSKeyID, SecretAccessKey: dummyAWSSecret, Source: "interop"}, nil
+		}),
+		HTTPClient: &http.Client{Transport: rt},
+	}, append([]func(*bedrockruntime.Options){func(o *bedrockruntime.Options) {
+		// SigV4 even where AWS_BEARER_TOKEN_BEDROCK is set.
+		o.AuthSchemePreference = nil
+		o.BearerAuthTokenProvider = nil
+	}}, opts...)...)
+}
+
+// noAWSRetries is the recommended set-up of a bedrockruntime client under
+// llmretry: the SDK's own retryer off.
+func noAWSRetries(o *bedrockruntime.Options) { o.Retryer = aws.NopRetryer{} }
+
+// bedrockConverseInput is a small Converse request.
+func bedrockConverseInput() *bedrockruntime.ConverseInput {
+	return &bedrockruntime.ConverseInput{
+		ModelId: aws.String(bedrockModel),
+		Messages: []brtypes.Message{{
+			Role:    brtypes.ConversationRoleUser,
+			Content: []brtypes.ContentBlock{&brtypes.ContentBlockMemberText{Value: "Say hello."}},
+		}},
+		InferenceConfig: &brtypes.InferenceConfiguration{MaxTokens: aws.Int32(256)},
+	}
+}
+
+// bedrockConverseStreamInput is bedrockConverseInput for ConverseStream.
+func bedrockConverseStreamInput() *bedrockruntime.ConverseStreamInput {
+	in := bedrockConverseInput()
+	return &bedrockruntime.ConverseStreamInput{ModelId: in.ModelId, Messages: in.Messages, InferenceConfig: in.InferenceConfig}
+}
+
+// bedrockInvokeBody is an InvokeModel body in Anthropic's format on Bedrock.
+const bedrockInvokeBody = `{"anthropic_version":"bedrock-2023-05-31","max_tokens":256,"messages":[{"role":"user","content":[{"type":"text","text":"Say hello."}]}]}`
 
 // openAIParams is a small chat request.
 func openAIParams() openai.ChatCompletionNewParams {

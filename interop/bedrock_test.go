@@ -1,0 +1,406 @@
+package interop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	brtypes "github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/aws/smithy-go"
+	"github.com/llmretry/llmretry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// drainConverseStream reads a ConverseStream reply to its end and returns
+// the stream's error.
+func drainConverseStream(out *bedrockruntime.ConverseStreamOutput) error {
+	_, err := converseStreamText(out)
+	return err
+}
+
+// converseStreamText reads a ConverseStream reply to its end and returns
+// the text of its deltas and the stream's error.
+func converseStreamText(out *bedrockruntime.ConverseStreamOutput) (string, error) {
+	stream := out.GetStream()
+	defer stream.Close()
+	var text strings.Builder
+	for ev := range stream.Events() {
+		if d, ok := ev.(*brtypes.ConverseStreamOutputMemberContentBlockDelta); ok {
+			if t, ok := d.Value.Delta.(*brtypes.ContentBlockDeltaMemberText); ok {
+				text.WriteString(t.Value)
+			}
+		}
+	}
+	return text.String(), stream.Err()
+}
+
+// drainInvokeStream reads an InvokeModelWithResponseStream reply to its end
+// and returns the stream's error.
+func drainInvokeStream(out *bedrockruntime.InvokeModelWithResponseStreamOutput) error {
+	_, err := invokeStreamChunks(out)
+	return err
+}
+
+// invokeStreamChunks reads an InvokeModelWithResponseStream reply to its
+// end and returns the model events it carried and the stream's error.
+func invokeStreamChunks(out *bedrockruntime.InvokeModelWithResponseStreamOutput) ([]string, error) {
+	stream := out.GetStream()
+	defer stream.Close()
+	var chunks []string
+	for ev := range stream.Events() {
+		if c, ok := ev.(*brtypes.ResponseStreamMemberChunk); ok {
+			chunks = append(chunks, string(c.Value.Bytes))
+		}
+	}
+	return chunks, stream.Err()
+}
+
+// bedrockOp is one Bedrock Runtime operation, called through a client and
+// reduced to its text or its error.
+type bedrockOp struct {
+	name   string
+	path   string // the request path, as the provider sees it
+	answer reply  // the provider's success in this operation's format
+	call   func(ctx context.Context, c *bedrockruntime.Client) (string, error)
+}
+
+// bedrockOps are the two request/response operations.
+func bedrockOps() []bedrockOp {
+	return []bedrockOp{
+		{
+			name: "Converse", path: "/model/" + bedrockModel + "/converse", answer: bedrockConverse("Hello! How can I help?"),
+			call: func(ctx context.Context, c *bedrockruntime.Client) (string, error) {
+				out, err := c.Converse(ctx, bedrockConverseInput())
+				if err != nil {
+					return "", err
+				}
+				msg, ok := out.Output.(*brtypes.ConverseOutputMemberMessage)
+				if !ok || len(msg.Value.Content) == 0 {
+					return "", fmt.Errorf("no message in %T", out.Output)
+				}
+				text, _ := msg.Value.Content[0].(*brtypes.ContentBlockMemberText)
+				if text == nil {
+					return "", fmt.Errorf("no text in %T", msg.Value.Content[0])
+				}
+				return text.Value, nil
+			},
+		},
+		{
+			name: "InvokeModel", path: "/model/" + bedrockModel + "/invoke", answer: bedrockInvoke("Hello! How can I help?"),
+			call: func(ctx context.Context, c *bedrockruntime.Client) (string, error) {
+				out, err := c.InvokeModel(ctx, bedrockInvokeInput())
+				if err != nil {
+					return "", err
+				}
+				var msg struct {
+					Content []struct{ Text string } `json:"content"`
+				}
+				if err := json.Unmarshal(out.Body, &msg); err != nil || len(msg.Content) == 0 {
+					return "", fmt.Errorf("no message in %q: %v", out.Body, err)
+				}
+				return msg.Content[0].Text, nil
+			},
+		},
+	}
+}
+
+// bedrockInvokeInput is an InvokeModel request with an Anthropic body.
+func bedrockInvokeInput() *bedrockruntime.InvokeModelInput {
+	return &bedrockruntime.InvokeModelInput{
+		ModelId: aws.String(bedrockModel), ContentType: aws.String("application/json"), Accept: aws.String("application/json"),
+		Body: []byte(bedrockInvokeBody),
+	}
+}
+
+// bedrockInvokeStreamInput is bedrockInvokeInput for
+// InvokeModelWithResponseStream.
+func bedrockInvokeStreamInput() *bedrockruntime.InvokeModelWithResponseStreamInput {
+	in := bedrockInvokeInput()
+	return &bedrockruntime.InvokeModelWithResponseStreamInput{ModelId: in.ModelId, ContentType: in.ContentType, Accept: in.Accept, Body: in.Body}
+}
+
+// aws-sdk-go-v2 bedrockruntime under llmretry with the SDK's retryer off
+// (aws.NopRetryer): a 502 from the edge, a 429 ThrottlingException, then
+// the answer, after the schedule's 5 s and 10 s. The SDK sets no GetBody
+// (testdata/clients/bedrock_*.http), so llmretry keeps one in-memory copy
+// of the body for the retries. The SDK signs once, and
+// llmretry resends the signed request as it is: the same X-Amz-Date and
+// Authorization on every attempt, and the SDK's own attempt header stays
+// at attempt=1; max=1.
+func TestBedrockRidesOutOutage(t *testing.T) {
+	for _, op := range bedrockOps() {
+		t.Run(op.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(badGateway(), bedrockThrottled(), op.answer)
+				var rec recorder
+				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, OnAttempt: rec.on})
+				client := bedrockClient(rt, noAWSRetries)
+
+				start := time.Now()
+				text, err := op.call(context.Background(), client)
+				require.NoError(t, err)
+				assert.Equal(t, "Hello! How can I help?", text)
+
+				assert.Equal(t, 3, prov.attempts(), "exactly the policy's attempts")
+				assert.Equal(t, []time.Duration{5 * time.Second, 10 * time.Second}, prov.gaps())
+				assert.Equal(t, 15*time.Second, time.Since(start))
+				assert.Equal(t, []int{502, 429, 200}, rec.statuses())
+				assert.Equal(t, []string{"attempt=1; max=1", "attempt=1; max=1", "attempt=1; max=1"}, prov.headerValues("Amz-Sdk-Request"))
+				calls := prov.received()
+				for _, c := range calls {
+					assert.Equal(t, op.path, c.path)
+					assert.Equal(t, calls[0].body, c.body, "every attempt carries the whole body")
+					assert.Equal(t, calls[0].header.Get("X-Amz-Date"), c.header.Get("X-Amz-Date"), "signed once, at the first attempt")
+					assert.Equal(t, calls[0].header.Get("Authorization"), c.header.Get("Authorization"))
+				}
+				assert.True(t, strings.HasPrefix(calls[0].header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential="+dummyAWSKeyID+"/"), "SigV4")
+			})
+		})
+	}
+}
+
+// ConverseStream and InvokeModelWithResponseStream are marked as streams
+// only by their paths (/converse-stream, /invoke-with-response-stream):
+// the body is the same as the non-streaming call's, and there is no
+// Accept header (bedrock_*_stream.http in testdata/clients). llmretry does
+// not recognise these paths today, so a 503 before the stream starts is
+// retried like any request. The stream itself, once started, is never
+// resent.
+func TestBedrockStream(t *testing.T) {
+	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
+	ops := []struct {
+		name   string
+		path   string
+		stream reply
+		call   func(ctx context.Context, c *bedrockruntime.Client) (string, error)
+	}{
+		{
+			name: "ConverseStream", path: "/model/" + bedrockModel + "/converse-stream", stream: bedrockConverseStream(parts...),
+			call: func(ctx context.Context, c *bedrockruntime.Client) (string, error) {
+				out, err := c.ConverseStream(ctx, bedrockConverseStreamInput())
+				if err != nil {
+					return "", err
+				}
+				return converseStreamText(out)
+			},
+		},
+		{
+			name: "InvokeModelWithResponseStream", path: "/model/" + bedrockModel + "/invoke-with-response-stream", stream: bedrockInvokeStream(parts...),
+			call: func(ctx context.Context, c *bedrockruntime.Client) (string, error) {
+				out, err := c.InvokeModelWithResponseStream(ctx, bedrockInvokeStreamInput())
+				if err != nil {
+					return "", err
+				}
+				chunks, err := invokeStreamChunks(out)
+				var text strings.Builder
+				for _, ch := range chunks {
+					var ev struct {
+						Delta struct{ Text string } `json:"delta"`
+					}
+					if json.Unmarshal([]byte(ch), &ev) == nil {
+						text.WriteString(ev.Delta.Text)
+					}
+				}
+				return text.String(), err
+			},
+		},
+	}
+	for _, op := range ops {
+		t.Run(op.name+"/succeeds", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(op.stream)
+				text, err := op.call(context.Background(), bedrockClient(retrying(t, prov, llmretry.Policy{}), noAWSRetries))
+				require.NoError(t, err)
+				assert.Equal(t, "Hello! How can I help?", text, "every event arrived")
+				require.Equal(t, 1, prov.attempts())
+				assert.Equal(t, op.path, prov.received()[0].path)
+			})
+		})
+
+		t.Run(op.name+"/503 first: not recognised as a stream, retried", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(bedrockUnavailable(), op.stream)
+				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
+				text, err := op.call(context.Background(), bedrockClient(rt, noAWSRetries))
+				require.NoError(t, err, "the retry got the stream")
+				assert.Equal(t, "Hello! How can I help?", text)
+				assert.False(t, llmretry.IsStream(streamRequest(t, prov.received()[0])),
+					"IsStream does not know Bedrock's stream paths; when it does, this test changes")
+				assert.Equal(t, 2, prov.attempts(), "a stream request sent twice, against the default RetryStreams: false")
+				assert.Equal(t, []time.Duration{2 * time.Second}, prov.gaps())
+			})
+		})
+	}
+}
+
+// What the caller of bedrockruntime sees once llmretry gives up (k = 2,
+// NopRetryer, so 3 attempts): always a *smithy.OperationError. For a
+// response it wraps *awshttp.ResponseError with the status and, when the
+// body is Bedrock's JSON, the modelled exception (*types.ThrottlingException,
+// *types.ServiceUnavailableException); an edge's HTML page fails to
+// deserialize. For a failed connection the chain is kept: errors.As
+// reaches *llmretry.Exhausted and errors.Is the cause.
+func TestBedrockExhausted(t *testing.T) {
+	tests := []struct {
+		name    string
+		failure reply
+		status  int
+		check   func(t *testing.T, err error)
+	}{
+		{
+			name: "503 ServiceUnavailableException", failure: bedrockUnavailable(), status: 503,
+			check: func(t *testing.T, err error) {
+				var ex *brtypes.ServiceUnavailableException
+				require.ErrorAs(t, err, &ex)
+				assert.Equal(t, "Bedrock is unable to process your request.", ex.ErrorMessage())
+			},
+		},
+		{
+			name: "429 ThrottlingException", failure: bedrockThrottled(), status: 429,
+			check: func(t *testing.T, err error) {
+				var ex *brtypes.ThrottlingException
+				require.ErrorAs(t, err, &ex)
+				assert.Equal(t, "ThrottlingException", ex.ErrorCode())
+			},
+		},
+		{
+			name: "502 HTML from the edge", failure: badGateway(), status: 502,
+			check: func(t *testing.T, err error) {
+				var apiErr smithy.APIError
+				assert.False(t, errors.As(err, &apiErr), "no modelled error: the body is not Bedrock's JSON")
+				assert.Contains(t, err.Error(), "deserialization failed")
+			},
+		},
+		{
+			name: "connection refused", failure: connRefused(),
+			check: func(t *testing.T, err error) {
+				var ex *llmretry.Exhausted
+				require.ErrorAs(t, err, &ex)
+				assert.Equal(t, layerK+1, ex.Attempts)
+				assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(tt.failure)
+				_, err := bedrockClient(retrying(t, prov, layerPolicy()), noAWSRetries).Converse(context.Background(), bedrockConverseInput())
+				require.Error(t, err)
+				var opErr *smithy.OperationError
+				require.ErrorAs(t, err, &opErr)
+				assert.Equal(t, "Converse", opErr.OperationName)
+				if tt.status != 0 {
+					var re *awshttp.ResponseError
+					require.ErrorAs(t, err, &re)
+					assert.Equal(t, tt.status, re.HTTPStatusCode())
+					assert.Equal(t, "false", re.Response.Header.Get("X-Should-Retry"), "llmretry's mark, which the SDK ignores")
+					assert.False(t, errors.As(err, new(*llmretry.Exhausted)), "a response is never turned into an llmretry error")
+				}
+				tt.check(t, err)
+				assert.Equal(t, layerK+1, prov.attempts())
+			})
+		})
+	}
+}
+
+// The SDK's retryer set-ups under llmretry (k = 2) against a provider
+// that always fails: aws.NopRetryer and RetryMaxAttempts: 1 leave exactly
+// llmretry's 3 attempts; the default standard retryer (3 attempts) starts
+// a fresh llmretry call for each of its own, 3 × 3 = 9, for responses and
+// failed connections alike (it ignores X-Should-Retry). Its attempt header
+// shows the nesting, and its X-Amz-Date that the SDK signs each of its
+// attempts afresh.
+func TestBedrockRetryerSetups(t *testing.T) {
+	setups := []struct {
+		name string
+		opts []func(*bedrockruntime.Options)
+		want int
+		sdk  []string // Amz-Sdk-Request per provider attempt
+	}{
+		{"Retryer: aws.NopRetryer{}", []func(*bedrockruntime.Options){noAWSRetries}, layerK + 1,
+			slices.Repeat([]string{"attempt=1; max=1"}, 3)},
+		{"RetryMaxAttempts: 1", []func(*bedrockruntime.Options){func(o *bedrockruntime.Options) { o.RetryMaxAttempts = 1 }}, layerK + 1,
+			slices.Repeat([]string{"attempt=1; max=1"}, 3)},
+		{"default retryer", nil, 3 * (layerK + 1),
+			slices.Concat(slices.Repeat([]string{"attempt=1; max=3"}, 3), slices.Repeat([]string{"attempt=2; max=3"}, 3), slices.Repeat([]string{"attempt=3; max=3"}, 3))},
+	}
+	for _, s := range setups {
+		for _, failure := range []struct {
+			name string
+			r    reply
+		}{{"503", bedrockUnavailable()}, {"conn refused", connRefused()}} {
+			t.Run(s.name+"/"+failure.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					prov := newProvider(failure.r)
+					_, err := bedrockClient(retrying(t, prov, layerPolicy()), s.opts...).Converse(context.Background(), bedrockConverseInput())
+					require.Error(t, err)
+					assert.Equal(t, s.want, prov.attempts())
+					assert.Equal(t, s.sdk, prov.headerValues("Amz-Sdk-Request"))
+					// The SDK signs each of its attempts afresh; llmretry's
+					// resends repeat the signature they were given.
+					assert.Len(t, slices.Compact(prov.headerValues("X-Amz-Date")), len(slices.Compact(slices.Clone(s.sdk))), "one signing time per SDK attempt")
+				})
+			})
+		}
+	}
+}
+
+// With a deadline, the default retryer spends llmretry's reserve. A 10-s
+// deadline, a 3-s Reserve, Waits 1 s, 2 s (the last repeating), and a 503
+// that takes 1 s to come back: llmretry alone (NopRetryer) makes 3
+// attempts and returns at 6 s with 4 s left, more than the reserve. Under
+// the default retryer the first llmretry call ends the same way; then the
+// SDK waits its own jitter (under 50 ms, then under 100 ms) and starts two
+// more llmretry calls, whose first attempts llmretry always sends: 5
+// attempts, returning after 8 s with under 2 s left, less than the
+// reserve.
+func TestBedrockDefaultRetryerSpendsTheReserve(t *testing.T) {
+	const (
+		deadline = 10 * time.Second
+		reserve  = 3 * time.Second
+	)
+	policy := llmretry.Policy{Waits: []time.Duration{time.Second, 2 * time.Second}, Reserve: reserve}
+	slow503 := bedrockUnavailable().after(time.Second)
+
+	// ride returns the provider's attempts and the time left before the
+	// deadline when Converse returned.
+	ride := func(t *testing.T, opts ...func(*bedrockruntime.Options)) (int, time.Duration) {
+		prov := newProvider(slow503)
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		_, err := bedrockClient(retrying(t, prov, policy), opts...).Converse(ctx, bedrockConverseInput())
+		left := time.Until(must(ctx.Deadline()))
+		var ex *brtypes.ServiceUnavailableException
+		require.ErrorAs(t, err, &ex, "the last 503, not the deadline")
+		return prov.attempts(), left
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		n, left := ride(t, noAWSRetries)
+		t.Logf("NopRetryer: %d attempts, %v left", n, left)
+		assert.Equal(t, 3, n)
+		assert.Equal(t, 4*time.Second, left, "at least the reserve left")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		n, left := ride(t)
+		t.Logf("default retryer: %d attempts, %v left", n, left)
+		assert.Equal(t, 5, n, "3 from the first llmretry call, 1 from each of the SDK's retries")
+		assert.Less(t, left, reserve, "returned inside the reserve")
+		assert.Greater(t, left, 2*time.Second-150*time.Millisecond, "the SDK's jitter for a 503: under 50 ms, then under 100 ms")
+	})
+}
+
+// must returns v, dropping ok (for a context known to have a deadline).
+func must[T any](v T, _ bool) T { return v }
