@@ -1,12 +1,15 @@
 package llmretry
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -407,6 +410,41 @@ func TestStreamDetectionCostsNothingOnSuccess(t *testing.T) {
 				bodyOf(t, resp)
 				assert.Equal(t, c.getBody, count())
 			})
+		})
+	}
+}
+
+// The detector on what real clients send (testdata/clients, captured by
+// interop's TestClientRequestCaptures): go-openai, langchaingo's OpenAI
+// and Anthropic LLMs with "stream":true in the middle of a 9 KiB body, and
+// Bedrock's streaming paths. Each body is read through GetBody only, from
+// an in-memory copy and piece by piece (as from a file), with the same
+// answer; the file name says the right one.
+func TestIsStreamOnRealClientRequests(t *testing.T) {
+	files, err := filepath.Glob("testdata/clients/*.http")
+	require.NoError(t, err)
+	require.Len(t, files, 10, "the captures in testdata/clients")
+	for _, name := range files {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			raw, err := os.ReadFile(name)
+			require.NoError(t, err)
+			req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
+			require.NoError(t, err)
+			body, err := io.ReadAll(req.Body)
+			require.NoError(t, err)
+			req.URL.Scheme, req.URL.Host = "https", req.Host
+			want := strings.HasSuffix(name, "_stream.http")
+			require.True(t, want || strings.HasSuffix(name, "_nostream.http"), "a capture says which it is")
+			for _, piecewise := range []bool{false, true} {
+				req.Body = untouchable{t}
+				req.GetBody = func() (io.ReadCloser, error) {
+					if piecewise {
+						return io.NopCloser(readOnlyReader{bytes.NewReader(body)}), nil
+					}
+					return io.NopCloser(bytes.NewReader(body)), nil
+				}
+				assert.Equal(t, want, IsStream(req), "read piece by piece: %v", piecewise)
+			}
 		})
 	}
 }

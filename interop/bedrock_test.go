@@ -173,10 +173,10 @@ func TestBedrockRidesOutOutage(t *testing.T) {
 // ConverseStream and InvokeModelWithResponseStream are marked as streams
 // only by their paths (/converse-stream, /invoke-with-response-stream):
 // the body is the same as the non-streaming call's, and there is no
-// Accept header (bedrock_*_stream.http in testdata/clients). llmretry does
-// not recognise these paths today, so a 503 before the stream starts is
-// retried like any request. The stream itself, once started, is never
-// resent.
+// Accept header (bedrock_*_stream.http in testdata/clients). llmretry
+// knows these paths: a 503 before the stream starts is the caller's, sent
+// once unless RetryStreams is set. The stream itself, once started, is
+// never resent.
 func TestBedrockStream(t *testing.T) {
 	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
 	ops := []struct {
@@ -228,16 +228,25 @@ func TestBedrockStream(t *testing.T) {
 			})
 		})
 
-		t.Run(op.name+"/503 first: not recognised as a stream, retried", func(t *testing.T) {
+		t.Run(op.name+"/503 first: sent once by default", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				prov := newProvider(bedrockUnavailable(), op.stream)
 				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
+				_, err := op.call(context.Background(), bedrockClient(rt, noAWSRetries))
+				require.Error(t, err)
+				assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])))
+				assert.Equal(t, 1, prov.attempts(), "the caller got the first attempt's 503")
+			})
+		})
+
+		t.Run(op.name+"/503 first, RetryStreams: retried", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(bedrockUnavailable(), op.stream)
+				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 				text, err := op.call(context.Background(), bedrockClient(rt, noAWSRetries))
 				require.NoError(t, err, "the retry got the stream")
 				assert.Equal(t, "Hello! How can I help?", text)
-				assert.False(t, llmretry.IsStream(streamRequest(t, prov.received()[0])),
-					"IsStream does not know Bedrock's stream paths; when it does, this test changes")
-				assert.Equal(t, 2, prov.attempts(), "a stream request sent twice, against the default RetryStreams: false")
+				assert.Equal(t, 2, prov.attempts())
 				assert.Equal(t, []time.Duration{2 * time.Second}, prov.gaps())
 			})
 		})
