@@ -41,6 +41,14 @@ type memEntry struct {
 // new one (see Store).
 const versionHold = time.Minute
 
+// NewMemoryStore returns an empty in-process Store: the one NewCoordinated
+// makes for each Transport when Coordination.Store is nil. Share one among
+// several Transports of a process (with different policies, say) to have
+// their calls to a provider coordinate as one. It is safe for concurrent
+// use and starts no goroutine; it forgets a key a minute after its last
+// fact lapsed.
+func NewMemoryStore() Store { return newMemStore(sweepEvery) }
+
 // newMemStore returns an empty in-process store that sweeps lapsed entries
 // at most once per sweepEvery.
 func newMemStore(sweepEvery time.Duration) *memStore {

@@ -53,10 +53,12 @@ import (
 //     reports true, if fewer than limit live retry leases are held.
 //   - Release ends any lease holder holds (a probe sent without a result,
 //     a retry that ended); releasing what is not held does nothing.
-//   - Every method that changes a fact other than the retry leases
-//     increments Version, and Watch callbacks then receive the new facts
-//     (changes to retry leases increment Version but need not be
-//     announced).
+//   - Every method that changes a fact increments Version, and Watch
+//     callbacks then receive the new facts (changes to retry leases alone
+//     need not be announced). A store keeps a key's Version for at least
+//     a minute after its last change, lapsed facts or not, so that a late
+//     notice can be told from a new one; after that a forgotten key may
+//     start again from zero.
 //   - Watch calls fn, on any goroutine, with each key's facts after they
 //     change, from this process or any other, until stop is called. fn must
 //     return promptly and must not call the store. Notices may be late,
@@ -101,8 +103,8 @@ type Store interface {
 // credential and nothing of any request or response but the failure's
 // kind.
 type Facts struct {
-	// Version orders the facts of one key: it grows with every change.
-	// A key forgotten by its store starts again from zero.
+	// Version orders the facts of one key: it grows with every change (a
+	// key its store forgot may start again from zero).
 	Version uint64
 	// DownSince is when the key went down (the first failure of the
 	// outage), DownUntil when the down state lapses unless a failure
