@@ -38,13 +38,15 @@ import (
 //   - Load returns the facts of key as they are at now, without the lapsed
 //     ones (a lapsed fact reads as its zero value).
 //   - Report records what one attempt's result says of the provider. If
-//     r.Prober holds the probe lease, the lease ends. ProviderDown: a key that is
-//     not down at r.At goes down (DownSince r.At, NextProbe r.NextProbe);
-//     a key already down takes r.NextProbe only if r.Prober held the lease
-//     (a failed probe schedules the next). Either way DownUntil becomes
-//     the later of itself and r.At+r.DownFor, and Reason r.Reason. ProviderUp: the
-//     down facts are cleared (DownSince, DownUntil, NextProbe, Reason).
-//     WaitUntil becomes the later of itself and r.WaitUntil.
+//     r.Prober holds the probe lease, the lease ends. ProviderDown: a key
+//     that is not down at r.At goes down (DownSince r.At, NextProbe
+//     r.NextProbe); a key already down takes r.NextProbe only if r.Prober
+//     held the lease (a failed probe schedules the next); either way
+//     DownUntil becomes the later of itself and r.At+r.DownFor.
+//     ProviderUp: the down facts are cleared (DownSince, DownUntil,
+//     NextProbe, Reason). Reason becomes r.Reason for ProviderDown and for
+//     a report that asks for a wait; WaitUntil becomes the later of itself
+//     and r.WaitUntil. NoEvidence changes nothing but the lease.
 //   - TakeProbe grants l.Holder the probe lease until l.Until, and only
 //     then reports true, if at l.At the key is down, no live lease is held
 //     and NextProbe is not after l.At. A granted lease keeps the key down
