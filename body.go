@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync/atomic"
 	"time"
 )
 
@@ -87,66 +86,41 @@ func replayBody(buf []byte) func() (io.ReadCloser, error) {
 	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 }
 
-// watchedBody is a request body as the base receives it: it passes reads
-// and the close through, and remembers whether the body failed before it
-// was closed: a read error, or an end before or after the ContentLength
-// the request announced. Such a failure is the request's own, not the
-// provider's, and is never retried. (net/http reports a short body as
-// "ContentLength=10 with Body length 5", or, when its read of the broken
-// connection wins the race, as a closed connection: the body itself
-// tells.)
-//
-// The base may read and close it from its own goroutines, so its state is
-// atomic.
-type watchedBody struct {
-	rc     io.ReadCloser
-	want   int64 // the request's ContentLength; 0 or less: not checked
-	read   atomic.Int64
-	closed atomic.Bool
-	failed atomic.Pointer[error] // the first failure before Close
-}
-
-// watch returns body watched against the length want.
-func watch(body io.ReadCloser, want int64) *watchedBody {
-	return &watchedBody{rc: body, want: want}
-}
-
-// Read reads from the body, noting a failure.
-func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	total := b.read.Add(int64(n))
-	if b.closed.Load() {
-		return n, err
+// bodyFault reports what is wrong with a request body that an attempt
+// failed on, from a fresh copy of it: GetBody's error, a read error, or a
+// length other than the want the request announced (ContentLength; 0 or
+// less: not checked). Such a fault is the request's own, not the
+// provider's, and is never retried: net/http reports a short body as
+// "ContentLength=10 with Body length 5", or, when its read of the
+// connection it broke wins the race, as a closed connection, and a body
+// that fails to read as the body's own error. It reads the body through
+// io.WriterTo when it can (an in-memory body is counted, not copied), and
+// is called only after a failed attempt.
+func bodyFault(getBody func() (io.ReadCloser, error), want int64) error {
+	body, err := getBody()
+	if err != nil {
+		return fmt.Errorf("llmretry: rewinding request body: %w", err)
 	}
-	switch {
-	case err != nil && err != io.EOF:
-		b.fail(err)
-	case b.want > 0 && total > b.want:
-		b.fail(fmt.Errorf("llmretry: request body longer than its ContentLength %d", b.want))
-	case b.want > 0 && err == io.EOF && total < b.want:
-		b.fail(fmt.Errorf("llmretry: request body of %d bytes, shorter than its ContentLength %d", total, b.want))
+	if body == nil {
+		body = http.NoBody
 	}
-	return n, err
-}
-
-// fail records err, if no failure was recorded before.
-func (b *watchedBody) fail(err error) { b.failed.CompareAndSwap(nil, &err) }
-
-// Close closes the body.
-func (b *watchedBody) Close() error {
-	b.closed.Store(true)
-	return b.rc.Close()
-}
-
-// err returns the failure the body saw, or nil. A nil b has none.
-func (b *watchedBody) err() error {
-	if b == nil {
-		return nil
+	defer body.Close()
+	var n byteCounter
+	if _, err := io.Copy(&n, body); err != nil {
+		return fmt.Errorf("llmretry: reading request body: %w", err)
 	}
-	if p := b.failed.Load(); p != nil {
-		return *p
+	if want > 0 && int64(n) != want {
+		return fmt.Errorf("llmretry: request body of %d bytes, not its ContentLength %d", n, want)
 	}
 	return nil
+}
+
+// byteCounter counts what is written to it.
+type byteCounter int64
+
+func (c *byteCounter) Write(p []byte) (int, error) {
+	*c += byteCounter(len(p))
+	return len(p), nil
 }
 
 // peekBody reads up to n bytes of resp's body (fewer when ContentLength

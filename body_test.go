@@ -240,33 +240,19 @@ func TestReadAllSized(t *testing.T) {
 	assert.ErrorContains(t, err, "disk on fire")
 }
 
-// A request body's own read failure is told apart from the provider's:
-// only a failure before the base closed the body counts.
-func TestWatchedBody(t *testing.T) {
-	w := watch(errBody{}, 0)
-	_, err := w.Read(make([]byte, 1))
-	require.Error(t, err)
-	assert.ErrorContains(t, w.err(), "disk on fire")
-
-	closedFirst := watch(errBody{}, 0)
-	require.NoError(t, closedFirst.Close())
-	_, _ = closedFirst.Read(make([]byte, 1))
-	assert.NoError(t, closedFirst.err(), "a read after Close fails because of the close")
-
-	eof := watch(io.NopCloser(strings.NewReader("")), 0)
-	_, _ = eof.Read(make([]byte, 1))
-	assert.NoError(t, eof.err(), "EOF is no failure")
-	assert.NoError(t, (*watchedBody)(nil).err())
-
-	short := watch(io.NopCloser(strings.NewReader("12345")), 10)
-	_, _ = io.ReadAll(short)
-	assert.ErrorContains(t, short.err(), "shorter than its ContentLength 10")
-	long := watch(io.NopCloser(strings.NewReader("12345")), 3)
-	_, _ = io.ReadAll(long)
-	assert.ErrorContains(t, long.err(), "longer than its ContentLength 3")
-	exact := watch(io.NopCloser(strings.NewReader("12345")), 5)
-	_, _ = io.ReadAll(exact)
-	assert.NoError(t, exact.err())
+// A request body's own fault is found from a fresh copy: GetBody failing,
+// a read failing, a length other than the ContentLength announced.
+func TestBodyFault(t *testing.T) {
+	of := func(body string) func() (io.ReadCloser, error) {
+		return func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+	}
+	assert.NoError(t, bodyFault(of("12345"), 5))
+	assert.NoError(t, bodyFault(of("12345"), -1), "unknown length")
+	assert.NoError(t, bodyFault(of("12345"), 0), "no length: sent chunked")
+	assert.ErrorContains(t, bodyFault(of("12345"), 10), "body of 5 bytes, not its ContentLength 10")
+	assert.ErrorContains(t, bodyFault(of("12345"), 3), "body of 5 bytes, not its ContentLength 3")
+	assert.ErrorContains(t, bodyFault(func() (io.ReadCloser, error) { return errBody{}, nil }, 5), "disk on fire")
+	assert.ErrorContains(t, bodyFault(func() (io.ReadCloser, error) { return nil, errors.New("gone") }, 5), "gone")
 }
 
 // The read-ahead of a peek that ran out of time hands over every byte in

@@ -67,12 +67,9 @@ type attemptKey struct{}
 
 // flight is the context of the first attempt of a RoundTrip: the caller's,
 // marked as inside a retrying call (so that llmretry layers below pass the
-// request through), numbered 1 for AttemptFromContext. It also holds the
-// watch on the first attempt's body, so that a request that works the first
-// time costs one allocation for both.
+// request through), numbered 1 for AttemptFromContext.
 type flight struct {
 	context.Context // the caller's
-	body            watchedBody
 }
 
 // Value returns the mark and the attempt number; other keys are the

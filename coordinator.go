@@ -94,6 +94,7 @@ type keyState struct {
 	calls atomic.Int32         // calls inside RoundTrip; tombstoned once swept
 	view  atomic.Pointer[view] // the latest facts learnt; nil: none yet
 	mark  atomic.Bool          // idle at the last sweep
+	woken atomic.Int64         // held calls woken, ever: what a change costs
 
 	mu      sync.Mutex // guards waiters and cand
 	waiters []*waiter  // calls held at the gate
@@ -182,8 +183,9 @@ func (co *coordinator) insert(id keyID, req *http.Request) *keyState {
 }
 
 // maybeSweep forgets, if no sweep ran for sweepEvery, the keys that no call
-// uses and nobody waits on: at once if the facts they knew have lapsed,
-// else if they were idle at the previous sweep too.
+// uses and nobody waits on: at once if the facts they knew are over (an
+// outage past costs its key one rebuild), else if they were idle at the
+// previous sweep too.
 func (co *coordinator) maybeSweep(now time.Time) {
 	last := co.lastSweep.Load()
 	if now.UnixNano()-last < int64(sweepEvery) || !co.lastSweep.CompareAndSwap(last, now.UnixNano()) {
@@ -192,8 +194,13 @@ func (co *coordinator) maybeSweep(now time.Time) {
 	co.sweep(now)
 }
 
-// sweep is maybeSweep's work, done now.
+// sweep is maybeSweep's work, done now; the in-process stores sweep too.
 func (co *coordinator) sweep(now time.Time) {
+	for _, s := range [...]Store{co.shared, co.local} {
+		if ms, ok := s.(*memStore); ok && ms != nil {
+			ms.sweep(now)
+		}
+	}
 	co.keys.Range(func(id, v any) bool {
 		k := v.(*keyState)
 		if k.calls.Load() != 0 || k.held() {
@@ -205,8 +212,8 @@ func (co *coordinator) sweep(now time.Time) {
 		case vw != nil && live(vw.Facts, now):
 			k.mark.Store(false)
 			return true
-		case (vw == nil || !vw.busy) && !k.mark.Load():
-			k.mark.Store(true) // quiet: forgotten if still idle next time
+		case vw == nil && !k.mark.Load():
+			k.mark.Store(true) // never knew a fact: forgotten if still idle next time
 			return true
 		}
 		if k.calls.CompareAndSwap(0, tombstone) {
@@ -240,10 +247,12 @@ func (co *coordinator) learnt(k *keyState, f Facts, now time.Time) {
 		for _, w := range k.waiters {
 			w.signal()
 		}
+		k.woken.Add(int64(len(k.waiters)))
 		return
 	}
 	if k.cand != nil {
 		k.cand.signal()
+		k.woken.Add(1)
 	}
 }
 

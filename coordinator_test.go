@@ -2,7 +2,17 @@ package llmretry
 
 import (
 	"context"
+	"net/http"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // keyStats is what a test sees of one key: its local state and its facts
@@ -30,9 +40,139 @@ func (co *coordinator) stats(now time.Time) map[string]keyStats {
 	return out
 }
 
-// storeKeys returns how many keys the in-process store holds.
+// liveHeap returns the heap in use as of the latest garbage collection,
+// without forcing one (runtime.GC inside a synctest bubble trips Go
+// 1.26.8's race detector).
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// size returns how many keys the in-process store holds.
 func (s *memStore) size() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.entries)
+}
+
+// A down state lapses: one 502 that nobody probed (its call could not
+// wait), an hour of silence, then 50 calls with 30-s deadlines: every one
+// goes straight out and answers.
+func TestCoordinatedDownLapses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(502), 20*time.Millisecond, window{0, 200 * time.Millisecond})
+		var h holds
+		rt, err := NewCoordinated(p, Policy{OnHold: h.on}, Coordination{})
+		require.NoError(t, err)
+		// 30 s of deadline, 60 s of reserve: no retry fits, the 502 is
+		// returned and the key is down with nobody to probe it.
+		r := callMany(t, rt, p.start, 1, 0, 30*time.Second, nil)
+		require.Error(t, r[0].err)
+		require.True(t, rt.coord.stats(time.Now())["api.example.com"].facts.Down(time.Now()))
+
+		time.Sleep(time.Hour)
+		start := time.Now()
+		results := callMany(t, rt, p.start, 50, 0, 30*time.Second, nil)
+		for i, r := range results {
+			assert.NoError(t, r.err, "call %d", i)
+		}
+		for _, a := range p.arrivals()[1:] {
+			assert.Equal(t, start.Sub(p.start), a, "sent at once, not held")
+		}
+		assert.Empty(t, h.all, "nobody was held")
+	})
+}
+
+// An hour of silence after an outage leaves nothing behind: no key, no
+// lease, no hold, here or in the store; a call then goes straight out.
+func TestCoordinatedSilenceLeavesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(502), time.Second, window{0, 20 * time.Second})
+		rt, err := NewCoordinated(p, Policy{Waits: hostWaits, Reserve: time.Minute}, Coordination{})
+		require.NoError(t, err)
+		results := callMany(t, rt, p.start, 30, 100*time.Millisecond, 8*time.Minute, func(i int, req *http.Request) {
+			req.Header.Set("Authorization", "Bearer key-"+strconv.Itoa(i%10))
+		})
+		for _, r := range results {
+			require.NoError(t, r.err)
+		}
+		require.Len(t, rt.coord.stats(time.Now()), 10, "ten keys in use")
+
+		time.Sleep(time.Hour)
+		start := time.Now()
+		n := len(p.arrivals())
+		results = callMany(t, rt, p.start, 1, 0, time.Minute, func(_ int, req *http.Request) {
+			req.Header.Set("Authorization", "Bearer a-new-key")
+		})
+		require.NoError(t, results[0].err)
+		assert.Equal(t, start.Sub(p.start), p.arrivals()[n], "straight out")
+		st := rt.coord.stats(time.Now())
+		assert.Len(t, st, 1, "only the key just used: %v", st)
+		for name, k := range st {
+			assert.Zero(t, k.calls, name)
+			assert.Zero(t, k.waiters, name)
+			assert.Equal(t, Facts{}, k.facts, name)
+		}
+		assert.Zero(t, rt.coord.shared.(*memStore).size(), "the store forgot every key")
+	})
+}
+
+// Memory is bounded by the keys in use, not the keys ever used: rounds of
+// 10,000 one-off credentials (one key per API key ever seen), each of which
+// saw a 502 or a 429 with Retry-After: 2, are forgotten once their facts
+// lapse, and the heap comes back to where it was. (The calls of a round go
+// in batches of 100: Go 1.26.8 with -race crashes in synctest bubbles
+// where hundreds of goroutines select on timers firing at one instant;
+// Go 1.27.3 does not.)
+func TestCoordinatedForgetsOneOffKeys(t *testing.T) {
+	const perRound, batch = 10000, 100
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			key := req.Header.Get("Authorization")
+			mu.Lock()
+			first := !seen[key]
+			seen[key] = true
+			mu.Unlock()
+			h := http.Header{}
+			status := 200
+			switch {
+			case first && strings.HasSuffix(key, "0"):
+				status = 502
+			case first:
+				status = 429
+				h.Set("Retry-After", "2")
+			}
+			return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
+		})
+		rt, err := NewCoordinated(base, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}, Coordination{ProbeInterval: time.Second})
+		require.NoError(t, err)
+		var heaps []uint64
+		for round := range 4 {
+			mu.Lock()
+			seen = map[string]bool{} // the provider's own memory is not the point
+			mu.Unlock()
+			for b := range perRound / batch {
+				results := callMany(t, rt, time.Now(), batch, 0, time.Minute, func(i int, req *http.Request) {
+					req.Header.Set("Authorization", "Bearer round-"+strconv.Itoa(round)+"-"+strconv.Itoa(b*batch+i))
+				})
+				for _, r := range results {
+					require.NoError(t, r.err)
+				}
+			}
+			time.Sleep(time.Hour)
+			rt.coord.maybeSweep(time.Now())
+			assert.Zero(t, rt.coord.shared.(*memStore).size(), "round %d: the store kept keys", round)
+			left := len(rt.coord.stats(time.Now()))
+			assert.LessOrEqual(t, left, perRound, "round %d: at most the last round's quiet keys, marked to go", round)
+			time.Sleep(sweepEvery)
+			rt.coord.maybeSweep(time.Now())
+			assert.Empty(t, rt.coord.stats(time.Now()), "round %d: every key forgotten", round)
+			heaps = append(heaps, liveHeap())
+		}
+		t.Logf("live heap after each round (as of the latest GC): %v", heaps)
+		assert.Less(t, heaps[3], 2*heaps[0]+1<<20, "the heap does not grow with the keys ever used")
+	})
 }

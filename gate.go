@@ -137,6 +137,7 @@ func (k *keyState) unregister(w *waiter) {
 	}
 	if k.cand != nil {
 		k.cand.signal()
+		k.woken.Add(1)
 	}
 }
 

@@ -184,12 +184,7 @@ func (s *memStore) Watch(fn func(key string, f Facts)) (stop func()) {
 // sweep is due. s.mu must be held.
 func (s *memStore) entry(key string, now time.Time, create bool) *memEntry {
 	if now.Sub(s.lastSwep) >= s.sweepEvery {
-		s.lastSwep = now
-		for k, e := range s.entries {
-			if e.lapse(now) && now.Sub(e.changed) >= versionHold {
-				delete(s.entries, k)
-			}
-		}
+		s.sweepLocked(now)
 	}
 	e := s.entries[key]
 	if e != nil {
@@ -199,6 +194,24 @@ func (s *memStore) entry(key string, now time.Time, create bool) *memEntry {
 		s.entries[key] = e
 	}
 	return e
+}
+
+// sweep forgets the keys whose facts all lapsed, and whose Version has
+// been kept long enough.
+func (s *memStore) sweep(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepLocked(now)
+}
+
+// sweepLocked is sweep with s.mu held.
+func (s *memStore) sweepLocked(now time.Time) {
+	s.lastSwep = now
+	for k, e := range s.entries {
+		if e.lapse(now) && now.Sub(e.changed) >= versionHold {
+			delete(s.entries, k)
+		}
+	}
 }
 
 // lapse drops e's facts that are no longer live at now, and reports

@@ -20,7 +20,6 @@ type call struct {
 	first   *http.Request                 // the first attempt as sent: every retry copies it
 	out     *http.Request                 // the request of the latest attempt
 	getBody func() (io.ReadCloser, error) // replays the body; nil if none
-	watch   *watchedBody                  // the latest attempt's body; nil if none
 	lim     limits                        // when the call sends nothing more
 
 	n        int  // attempts made
@@ -47,9 +46,6 @@ type call struct {
 // context f) the Transport is about to send or has sent.
 func newCall(f *flight, base http.RoundTripper, p *Policy, req, first *http.Request, getBody func() (io.ReadCloser, error)) *call {
 	c := &call{f: f, base: base, p: p, req: req, first: first, out: first, getBody: getBody}
-	if hasBody(first) {
-		c.watch = &f.body
-	}
 	c.lim = limitsOf(f.Context, p, req)
 	return c
 }
@@ -112,16 +108,11 @@ func (c *call) send() {
 		defer c.co.sent()
 	}
 	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1})
-	c.watch = nil
 	if c.getBody != nil {
 		body, err := c.getBody()
 		if err != nil {
 			c.resp, c.err, c.fault = nil, fmt.Errorf("llmretry: rewinding request body: %w", err), true
 			return
-		}
-		if body != nil && body != http.NoBody {
-			c.watch = watch(body, out.ContentLength)
-			body = c.watch
 		}
 		out.Body = body
 	}
@@ -227,8 +218,8 @@ func (c *call) classify() (stop, Evidence, time.Duration, bool) {
 		return stopFinal, NoEvidence, 0, false // the caller's own context ended
 	}
 	if c.err != nil {
-		if c.fault || c.watch.err() != nil || malformed(c.first) {
-			// The request's own: its body failed, or its shape is one no
+		if c.fault || malformed(c.first) || hasBody(c.first) && c.getBody != nil && bodyFault(c.getBody, c.first.ContentLength) != nil {
+			// The request's own: its body fails, or its shape is one no
 			// server takes, whatever error the base saw first.
 			return stopFinal, NoEvidence, 0, false
 		}

@@ -119,8 +119,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	// The first attempt: the caller's request, with its context marked so
-	// that llmretry layers below us pass it through, and its body watched
-	// so that a failure to read it is not taken for the provider's.
+	// that llmretry layers below us pass it through.
 	f := &flight{Context: ctx}
 	out := req.WithContext(f)
 	getBody := req.GetBody
@@ -136,8 +135,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.GetBody = getBody
 			out.Body, _ = getBody()
 		}
-		f.body.rc, f.body.want = out.Body, out.ContentLength
-		out.Body = &f.body
 	}
 	p := t.policyFor(cp)
 	var cc *coordCall

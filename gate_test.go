@@ -1,0 +1,271 @@
+package llmretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A callback that panics — OnHold at each hold outcome, OnAttempt on a
+// probe, the Asker — reaches the caller that ran it, and leaves the shared
+// state consistent: no probe lease held, no budget spent, nobody held. An
+// hour later, the provider healthy, a new call goes straight out, and an
+// ordinary 429 retry on the quiet key is not held by the budget.
+func TestCoordinatedCallbackPanics(t *testing.T) {
+	type when struct {
+		name  string
+		boom  func(Hold) bool    // OnHold panics when it returns true
+		boomA func(Attempt) bool // OnAttempt panics when it returns true
+		ask   bool               // the Asker panics
+	}
+	outcome := func(o HoldOutcome) func(Hold) bool { return func(h Hold) bool { return h.Outcome == o } }
+	cases := []when{
+		{name: "OnHold as a hold begins", boom: outcome(HoldWaiting)},
+		{name: "OnHold as the call is sent as the probe", boom: outcome(HoldProbe)},
+		{name: "OnHold as the call is released", boom: outcome(HoldReleased)},
+		{name: "OnHold as the call gives up", boom: outcome(HoldGaveUp)},
+		{name: "OnHold as the call is canceled", boom: outcome(HoldCanceled)},
+		{name: "OnAttempt on the probe", boomA: func(a Attempt) bool { return a.Probe }},
+		{name: "OnAttempt on a budgeted retry", boomA: func(a Attempt) bool { return a.N == 2 && a.Response != nil && a.Response.StatusCode == 429 }},
+		{name: "the Asker", ask: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// 502 for 20 s, then 429s without a wait for 10 s (own
+				// schedule retries, under the budget), then up.
+				p := newFlaky(fail(502), 100*time.Millisecond, window{0, 20 * time.Second})
+				base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					if at := time.Since(p.start); at >= 20*time.Second && at < 30*time.Second {
+						return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+					}
+					return p.RoundTrip(req)
+				})
+				var fired atomic.Bool
+				boom := func() {
+					if fired.CompareAndSwap(false, true) {
+						panic("boom from user code")
+					}
+				}
+				policy := Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}
+				policy.OnHold = func(h Hold) {
+					if c.boom != nil && c.boom(h) {
+						boom()
+					}
+				}
+				policy.OnAttempt = func(a Attempt) {
+					if c.boomA != nil && c.boomA(a) {
+						boom()
+					}
+				}
+				if c.ask {
+					policy.MaxRetries = 2 // so that the schedule runs out
+					policy.OnExhausted = AskFunc(func(context.Context, *Exhausted) bool { boom(); return false })
+				}
+				rt, err := NewCoordinated(base, policy, Coordination{ProbeInterval: 2 * time.Second})
+				require.NoError(t, err)
+				var panics atomic.Int32
+				var wg sync.WaitGroup
+				for i := range 8 {
+					wg.Go(func() {
+						defer func() {
+							if r := recover(); r != nil {
+								assert.Equal(t, "boom from user code", r, "the panic reaches the caller as it is")
+								panics.Add(1)
+							}
+						}()
+						time.Sleep(time.Duration(i) * 3 * time.Second)
+						d := time.Minute
+						if i%3 == 2 {
+							d = 10 * time.Second // gives up held
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), d)
+						defer cancel()
+						if i == 4 {
+							time.AfterFunc(2*time.Second, cancel) // canceled while held
+						}
+						resp, err := rt.RoundTrip(mustRequest(t, ctx))
+						if err == nil {
+							_, _ = io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+						}
+					})
+				}
+				wg.Wait()
+				require.True(t, fired.Load(), "the callback was reached")
+				assert.Equal(t, int32(1), panics.Load(), "the panic reached exactly its caller")
+				for name, k := range rt.coord.stats(time.Now()) {
+					assert.Zero(t, k.calls, name)
+					assert.Zero(t, k.waiters, name)
+					assert.False(t, k.facts.Probing(time.Now()), "%s: the probe lease is released", name)
+					assert.Zero(t, k.facts.Retries, "%s: the budget is returned", name)
+				}
+
+				time.Sleep(time.Hour)
+				fired.Store(true) // no more panics
+				start := time.Now()
+				n := len(p.arrivals())
+				resp, err := rt.RoundTrip(mustRequest(t, context.Background()))
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, start.Sub(p.start), p.arrivals()[n], "straight out, an hour later")
+			})
+		})
+	}
+}
+
+// Only the provider's evidence moves a key: a malformed request, and one
+// whose body fails to read, among 20 healthy concurrent calls hold nobody.
+func TestCoordinatedRequestFaultsMoveNoKey(t *testing.T) {
+	for _, bad := range []string{"body fails", "malformed"} {
+		t.Run(bad, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					if req.Header.Get("X-Bad") != "" {
+						if bad == "malformed" {
+							req.Body.Close()
+							return nil, errors.New(`net/http: invalid header field name "X Bad"`)
+						}
+						_, err := io.ReadAll(req.Body)
+						req.Body.Close()
+						return nil, err // what net/http reports: the body's own error
+					}
+					if err := sleep(req.Context(), 20*time.Millisecond); err != nil {
+						return nil, err
+					}
+					return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+				})
+				var h holds
+				rt, err := NewCoordinated(base, Policy{OnHold: h.on}, Coordination{})
+				require.NoError(t, err)
+				var wg sync.WaitGroup
+				for i := range 21 {
+					wg.Go(func() {
+						req := mustRequest(t, context.Background())
+						if i == 0 {
+							req.Header.Set("X-Bad", "1")
+							req.Body = errBody{}
+							req.GetBody = func() (io.ReadCloser, error) { return errBody{}, nil }
+						}
+						resp, err := rt.RoundTrip(req)
+						if i == 0 {
+							assert.Error(t, err)
+							return
+						}
+						if assert.NoError(t, err) {
+							resp.Body.Close()
+						}
+					})
+				}
+				wg.Wait()
+				assert.Empty(t, h.all, "nobody held")
+				for name, k := range rt.coord.stats(time.Now()) {
+					assert.False(t, k.facts.Down(time.Now()), "%s marked down by the request's own fault", name)
+				}
+			})
+		})
+	}
+}
+
+// The release spread obeys each call's deadline minus its reserve: with a
+// 5-s spread and calls whose limit falls a second after the server's wait
+// ends, every call goes out within that second, none after its limit.
+func TestCoordinatedReleaseSpreadKeepsTheReserve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const until = 30 * time.Second
+		p := newFlaky(fail(429, "Retry-After", "30"), 0, window{0, time.Nanosecond})
+		var mu sync.Mutex
+		late := 0
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if d, ok := req.Context().Deadline(); ok && time.Now().After(d.Add(-time.Second)) {
+				mu.Lock()
+				late++
+				mu.Unlock()
+			}
+			return p.RoundTrip(req)
+		})
+		rt, err := NewCoordinated(base, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}, Coordination{ReleaseSpread: 5 * time.Second})
+		require.NoError(t, err)
+		// The first call's 429 holds the key until 30 s; the others start
+		// 10 ms apart after it. Deadline 32 s, reserve 1 s: each call may
+		// send until about 31 s; the spread is 5 s.
+		results := callMany(t, rt, p.start, 100, 10*time.Millisecond, until+2*time.Second, nil)
+		for i, r := range results {
+			assert.NoError(t, r.err, "call %d released within the second it had left", i)
+		}
+		assert.Zero(t, late, "attempts sent after their call's deadline minus its reserve")
+		var after []time.Duration
+		for _, a := range p.arrivals()[1:] {
+			assert.GreaterOrEqual(t, a, until, "nothing before the wait ends")
+			after = append(after, a)
+		}
+		assert.Len(t, after, 100)
+	})
+}
+
+// A failed probe wakes only the call that probes next: with 2,000 calls
+// held, each probe costs three wake-ups (the prober's own, when it takes
+// the lease; the next prober's, when it leaves the gate and when the
+// failure sets the next probe's time), not one per held call.
+func TestCoordinatedFailedProbeWakesOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(502), 0, window{0, time.Hour})
+		rt, err := NewCoordinated(p, Policy{}, Coordination{ProbeInterval: time.Second})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		const held = 2000 // the race detector's goroutine limit is 8,128
+		for range held {
+			wg.Go(func() {
+				resp, err := rt.RoundTrip(mustRequest(t, ctx))
+				if err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		time.Sleep(10 * time.Second) // every call held; probes every second
+		synctest.Wait()
+		st := rt.coord.stats(time.Now())["api.example.com"]
+		require.Equal(t, held, st.waiters, "every call held (the probes fail at once)")
+		var k *keyState
+		rt.coord.keys.Range(func(_, v any) bool { k = v.(*keyState); return false })
+		before, probes := k.woken.Load(), len(p.arrivals())
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		failed := len(p.arrivals()) - probes
+		woken := k.woken.Load() - before
+		t.Logf("%d failed probes woke %d held calls", failed, woken)
+		require.Positive(t, failed)
+		assert.LessOrEqual(t, woken, int64(3*failed), "a failed probe wakes the next prober only")
+		cancel()
+		wg.Wait()
+	})
+}
+
+// The budget and the probes use leases named apart per coordinator and
+// attempt, so that a fleet's stores never confuse two holders.
+func TestHolderNamesAreUnique(t *testing.T) {
+	rt1, _ := NewCoordinated(nil, Policy{}, Coordination{})
+	rt2, _ := NewCoordinated(nil, Policy{}, Coordination{})
+	seen := map[string]bool{}
+	for range 1000 {
+		for _, co := range []*coordinator{rt1.coord, rt2.coord} {
+			h := co.holder()
+			require.False(t, seen[h], h)
+			seen[h] = true
+			require.False(t, strings.ContainsAny(h, " \n"), h)
+		}
+	}
+	assert.Len(t, seen, 2000, fmt.Sprint(len(seen)))
+}
