@@ -64,8 +64,9 @@
 // ends and stamped when it began, with llmretry.reason (Hold.Reason:
 // "provider down", "server wait", "retry budget spent"), llmretry.duration
 // (how long it lasted, in seconds), llmretry.outcome (Hold.Outcome: "sent
-// as the probe", "released", "gave up", "canceled") and llmretry.key (the
-// provider key's name: host and credential hash, never the credential). An
+// as the probe", "released", "gave up", "canceled"), llmretry.key (the
+// provider key's name: host and credential hash, never the credential) and
+// llmretry.attempt (Hold.N, the number of the attempt it delayed). An
 // attempt whose retry is held (Attempt.Held) adds no wait event: its hold
 // is the wait.
 //

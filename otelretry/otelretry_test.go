@@ -231,6 +231,7 @@ func TestCoordinatedHolds(t *testing.T) {
 		// Each call was held once, while the provider was down: one went
 		// as the probe, the other was released when the probe came back.
 		var outcomes []string
+		var delayed []int64
 		for i, turn := range turns {
 			s := turn.(sdktrace.ReadOnlySpan)
 			assert.Emptyf(t, events(s, eventWait), "call %d: a held retry adds no wait event", i+1)
@@ -241,8 +242,10 @@ func TestCoordinatedHolds(t *testing.T) {
 			assert.Equal(t, "api.example.com", a[keyKey])
 			assert.Greater(t, a[keyDuration], 0.0)
 			outcomes = append(outcomes, a[keyOutcome].(string))
+			delayed = append(delayed, a[keyAttempt].(int64))
 		}
 		assert.ElementsMatch(t, []string{"sent as the probe", "released"}, outcomes)
+		assert.ElementsMatch(t, []int64{1, 2}, delayed, "the attempt each hold delayed: the new call's first, the held call's retry")
 
 		rm := r.collect(t)
 		assert.Equal(t, map[string]int64{

@@ -138,6 +138,7 @@ func (t *telemetry) recordHold(h llmretry.Hold) {
 			keyDuration.Float64(secs),
 			keyOutcome.String(h.Outcome.String()),
 			keyKey.String(h.Key),
+			keyAttempt.Int(h.N),
 		))
 	}
 	attrs := metric.WithAttributes(
