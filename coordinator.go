@@ -88,13 +88,16 @@ func appendUint(b []byte, n uint64) []byte {
 
 // keyState is what this process knows of one provider key.
 type keyState struct {
+	// Read by every call: apart from calls, which every call writes, so
+	// that the reads do not miss on its cache line.
 	id   keyID
-	name string // the store's name for it
+	name string               // the store's name for it
+	view atomic.Pointer[view] // the latest facts learnt; nil: none yet
+	mark atomic.Bool          // idle at the last sweep
+	_    [64]byte
 
-	calls atomic.Int32         // calls inside RoundTrip; tombstoned once swept
-	view  atomic.Pointer[view] // the latest facts learnt; nil: none yet
-	mark  atomic.Bool          // idle at the last sweep
-	woken atomic.Int64         // held calls woken, ever: what a change costs
+	calls atomic.Int32 // calls inside RoundTrip; tombstoned once swept
+	woken atomic.Int64 // held calls woken, ever: what a change costs
 
 	mu      sync.Mutex // guards waiters and cand
 	waiters []*waiter  // calls held at the gate
