@@ -269,3 +269,37 @@ func TestHolderNamesAreUnique(t *testing.T) {
 	}
 	assert.Len(t, seen, 2000, fmt.Sprint(len(seen)))
 }
+
+// BenchmarkFailedProbe is what one failed probe costs the process with
+// 10,000 calls held on its key: the prober leaves the gate (the next one is
+// chosen among the held), and the failure's facts arrive and wake it.
+func BenchmarkFailedProbe(b *testing.B) {
+	rt, err := NewCoordinated(nil, Policy{}, Coordination{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	co := rt.coord
+	k := co.enter(mustRequest(&testing.T{}, context.Background()))
+	now := time.Now()
+	for i := range 10000 {
+		k.register(i%7, now.Add(time.Duration(i)))
+	}
+	f := Facts{DownSince: now, DownUntil: now.Add(time.Hour), Reason: "502 Bad Gateway"}
+	b.ReportAllocs()
+	for b.Loop() {
+		k.mu.Lock()
+		prober := k.cand
+		k.mu.Unlock()
+		k.unregister(prober) // sent as the probe
+		f.Version++
+		f.NextProbe = f.NextProbe.Add(time.Second)
+		co.learnt(k, f, now)                  // its failure, as the store answers
+		k.register(prober.left, prober.since) // held again
+		k.mu.Lock()
+		select {
+		case <-k.cand.wake: // the one woken
+		default:
+		}
+		k.mu.Unlock()
+	}
+}
