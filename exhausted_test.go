@@ -241,7 +241,7 @@ func TestExhaustedError(t *testing.T) {
 		{&Exhausted{Attempts: 2, Err: cause}, "llmretry: call: gave up after 2 attempts: connection refused"},
 		{&Exhausted{}, "llmretry: call: gave up after 0 attempts: no result"},
 		// A nested http.Client's error quotes the whole URL.
-		{&Exhausted{Request: req, Attempts: 2, Err: &url.Error{Op: "Post", URL: u.Redacted(), Err: cause}}, `llmretry: POST https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…: gave up after 2 attempts: Post "https://user:xxxxx@generativelanguage.googleapis.com/v1beta/models/m:generateContent?…": connection refused`},
+		{&Exhausted{Request: req, Attempts: 2, Err: &url.Error{Op: "Post", URL: u.Redacted(), Err: cause}}, `llmretry: POST https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…: gave up after 2 attempts: Post "https://…:xxxxx@generativelanguage.googleapis.com/v1beta/models/m:generateContent?…": connection refused`},
 		{&Exhausted{Attempts: 1, Err: errors.New("tool: GET /v1/search?api_key=SECRET: 502")}, "llmretry: call: gave up after 1 attempt: tool: GET /v1/search?api_key=… 502"},
 	}
 	for _, c := range cases {

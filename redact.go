@@ -20,16 +20,62 @@ func redactURL(u *url.URL) string {
 	return s
 }
 
-// redactErr renders err without the credentials its text may carry: an
-// error from a nested http.Client quotes the whole URL, query included.
-// The request's query (if req is known) is replaced as a whole, and any
-// credential-like name=value has its value blanked.
+// redactErr renders err without the credentials its text may carry (see
+// Redact): an error from a nested http.Client quotes the whole URL, query
+// included.
 func redactErr(err error, req *http.Request) string {
-	s := err.Error()
-	if req != nil && req.URL != nil && req.URL.RawQuery != "" {
-		s = strings.ReplaceAll(s, req.URL.RawQuery, "…")
+	return Redact(err.Error(), req)
+}
+
+// secretHeaders names the request headers whose values are
+// credentials: model providers' API keys, and the usual HTTP ones.
+var secretHeaders = [...]string{"Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Cookie"}
+
+// Redact returns text with every credential of req that it may quote
+// blanked ("…"): req's query (whole), its URL user information, the values
+// of its credential headers (Authorization, Proxy-Authorization,
+// x-api-key, api-key, x-goog-api-key, Cookie; the token of "Bearer …"
+// alone too), and, whatever req, the value of any credential-like
+// name=value (key=, api_key=, token=, sig=, password=, …). req may be nil.
+//
+// Use it before logging an error a client returned: http.Client wraps a
+// transport error in a *url.Error that quotes the whole URL, query
+// included. It is what this package's own texts (Exhausted, Attempt,
+// Question, DownError, LogAttempts) go through.
+func Redact(text string, req *http.Request) string {
+	if req != nil && req.URL != nil {
+		if q := req.URL.RawQuery; q != "" {
+			text = strings.ReplaceAll(text, q, "…")
+		}
+		if u := req.URL.User; u != nil {
+			text = blank(text, u.String())
+			text = blank(text, u.Username())
+			if p, ok := u.Password(); ok {
+				text = blank(text, p)
+			}
+		}
 	}
-	return redactParams(s)
+	if req != nil {
+		for _, name := range secretHeaders {
+			for _, v := range req.Header.Values(name) {
+				text = blank(text, v)
+				if _, tok, ok := strings.Cut(v, " "); ok {
+					text = blank(text, strings.TrimSpace(tok))
+				}
+			}
+		}
+	}
+	return redactParams(text)
+}
+
+// blank replaces every occurrence of secret in s with "…". Empty and
+// one-character secrets are left alone: blanking them would garble the
+// text and hide nothing.
+func blank(s, secret string) string {
+	if len(secret) < 2 {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "…")
 }
 
 // redactParams blanks the value of every name=value in s whose name is

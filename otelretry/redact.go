@@ -4,8 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strings"
 
+	"github.com/llmretry/llmretry"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
@@ -20,10 +20,6 @@ func redactURL(u *url.URL) string {
 	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 	return r.String()
 }
-
-// credentialHeaders are the request headers whose values are credentials:
-// model providers' API keys, and the usual HTTP ones.
-var credentialHeaders = [...]string{"Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Cookie"}
 
 // redactedError is an error whose text quoted one of the request's
 // credentials, with those credentials blanked. It is what llmretry and
@@ -77,102 +73,6 @@ func redactError(err error, req *http.Request) error {
 	return &typedRedactedError{redactedError{err: err, text: r}}
 }
 
-// redactText blanks in s the credentials of req that a text may quote:
-// its query (whole), its user information, its credential headers'
-// values, and the value of any credential-like name=value.
-func redactText(s string, req *http.Request) string {
-	if req != nil && req.URL != nil {
-		if q := req.URL.RawQuery; q != "" {
-			s = strings.ReplaceAll(s, q, "…")
-		}
-		if u := req.URL.User; u != nil {
-			s = blank(s, u.String())
-			s = blank(s, u.Username())
-			if p, ok := u.Password(); ok {
-				s = blank(s, p)
-			}
-		}
-	}
-	if req != nil {
-		for _, name := range credentialHeaders {
-			for _, v := range req.Header.Values(name) {
-				s = blank(s, v)
-				// "Bearer sk-…": the token alone may be quoted too.
-				if _, tok, ok := strings.Cut(v, " "); ok {
-					s = blank(s, strings.TrimSpace(tok))
-				}
-			}
-		}
-	}
-	return redactParams(s)
-}
-
-// blank replaces every occurrence of secret in s with "…". Empty and
-// one-character secrets are left alone: blanking them would garble the
-// text and hide nothing.
-func blank(s, secret string) string {
-	if len(secret) < 2 {
-		return s
-	}
-	return strings.ReplaceAll(s, secret, "…")
-}
-
-// redactParams blanks the value of every name=value in s whose name is
-// one that carries credentials in URLs. It is llmretry's rule for its own
-// records, which this package cannot call.
-func redactParams(s string) string {
-	var b strings.Builder
-	copied := 0
-	for j := 0; j < len(s); j++ {
-		if s[j] != '=' {
-			continue
-		}
-		k := j
-		for k > 0 && isParamNameByte(s[k-1]) {
-			k--
-		}
-		if !isCredentialParam(s[k:j]) {
-			continue
-		}
-		end := j + 1
-		for end < len(s) && !isParamValueEnd(s[end]) {
-			end++
-		}
-		if end == j+1 {
-			continue
-		}
-		b.WriteString(s[copied : j+1])
-		b.WriteString("…")
-		copied = end
-		j = end - 1
-	}
-	if copied == 0 {
-		return s
-	}
-	b.WriteString(s[copied:])
-	return b.String()
-}
-
-// isCredentialParam reports whether a query parameter named name carries
-// a credential.
-func isCredentialParam(name string) bool {
-	switch strings.ToLower(name) {
-	case "key", "api_key", "apikey", "api-key", "access_token", "token", "sig", "signature", "password", "secret", "client_secret":
-		return true
-	}
-	return false
-}
-
-// isParamNameByte reports whether c may be part of a query parameter name.
-func isParamNameByte(c byte) bool {
-	return c == '_' || c == '-' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-}
-
-// isParamValueEnd reports whether c ends a query value inside a text.
-func isParamValueEnd(c byte) bool {
-	switch c {
-	case '&', ';', ' ', '\t', '\n', '\r', '"', '\'', '`', '#', ')', ']', '}', ',', '<', '>':
-		return true
-	}
-	return false
-}
+// redactText blanks in s the credentials of req that a text may quote
+// (llmretry.Redact).
+func redactText(s string, req *http.Request) string { return llmretry.Redact(s, req) }
