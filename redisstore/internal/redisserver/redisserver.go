@@ -1,5 +1,5 @@
 // Package redisserver starts redis-server processes on loopback ports for
-// the tests and the demo: `redis-server --port P --bind 127.0.0.1 --save ''
+// the tests and the demo: `redis-server --port P --bind 127.0.0.1 --save ”
 // --appendonly no`, nothing kept on disk.
 package redisserver
 
