@@ -1,8 +1,11 @@
 package redisstore_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,8 +134,8 @@ func TestFleetOutage(t *testing.T) {
 		t.Errorf("%d requests reached the provider during the outage, want at most %d", during, max)
 	}
 	logs(t, ps)
-	t.Logf("fleet figures: %d requests during the %v outage (%d probes in all), slowest answer %v after the recovery",
-		during, outage, probes(ps), last.Sub(recovery).Round(time.Millisecond))
+	t.Logf("fleet figures: %d requests during the %v outage (%d probes in all), slowest answer %v after the recovery; Redis ran %s",
+		during, outage, probes(ps), last.Sub(recovery).Round(time.Millisecond), commandStats(t, srv.Addr))
 }
 
 // One process receives 429 Retry-After: 5; the calls that arrive after it,
@@ -171,8 +174,8 @@ func TestFleetServerWait(t *testing.T) {
 	}
 	last := results(t, ps, end.Add(release+lagMargin))
 	logs(t, ps)
-	t.Logf("fleet figures: %d requests during the 5-s wait after the 429, %d in all for %d calls; slowest answer %v after the wait ended",
-		early, len(reqs), procs*callsPerProc, last.Sub(end).Round(time.Millisecond))
+	t.Logf("fleet figures: %d requests during the 5-s wait after the 429, %d in all for %d calls; slowest answer %v after the wait ended; Redis ran %s",
+		early, len(reqs), procs*callsPerProc, last.Sub(end).Round(time.Millisecond), commandStats(t, srv.Addr))
 }
 
 // Redis killed 4 s into a 10-s outage: every call still answers, none with
@@ -215,4 +218,27 @@ func since(reqs []fleet.Request, start time.Time) []fleet.Request {
 		}
 	}
 	return nil
+}
+
+// commandStats says how many scripts (EVALSHA and EVAL) and PUBLISHes the
+// server at addr ran, and how many commands in all.
+func commandStats(t *testing.T, addr string) string {
+	c := newClient(t, addr)
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		return "(no commandstats: " + err.Error() + ")"
+	}
+	calls := map[string]int{}
+	total := 0
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+		calls[strings.TrimPrefix(name, "cmdstat_")] = n
+		total += n
+	}
+	return fmt.Sprintf("%d scripts (%d EVALSHA, %d EVAL), %d PUBLISH, %d commands in all (those in scripts included)",
+		calls["evalsha"]+calls["eval"], calls["evalsha"], calls["eval"], calls["publish"], total)
 }
