@@ -17,10 +17,14 @@ import "github.com/redis/go-redis/v9"
 //
 // Versions come from the server's clock (TIME, in microseconds): a change
 // stores max(old + 1, now + 1); an answer that changed nothing carries the
-// stored version, or the clock's for a key Redis does not know. So a key
-// Redis lost (a restart, an eviction) comes back with versions above any
-// it had, and above those a process's in-process fallback gave it (they
-// grow by one per change from a Redis version).
+// stored version, or the clock's for a key Redis does not know, and a
+// refused probe lease always the clock's. So a key Redis lost (a restart,
+// an eviction) comes back with versions above any it had, and above those
+// a process's in-process fallback gave it (they grow by one per change
+// from a Redis version); and a process back from its fallback, whose view
+// holds such versions, takes Redis's refusal of the lease as news instead
+// of asking again at once (its gate would spin on Redis until the key
+// changes or a minute passes).
 //
 // A change sets both keys' expiry (PEXPIRE) to a minute past the last live
 // fact, so Redis forgets a key a minute after its facts lapsed, and keeps
@@ -120,7 +124,7 @@ return finish(f, g, at, ARGV[8], ARGV[9], true, false)
 var takeProbeScript = redis.NewScript(prelude + `
 local at, holder, untl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local f = load(at)
-if f.ds == 0 or f.p ~= '' or f.np > at then return unchanged(f, false) end
+if f.ds == 0 or f.p ~= '' or f.np > at then return reply(f, math.max(f.sv, clock()), false) end
 local g = copy(f)
 g.p, g.pu = holder, untl
 g.du = math.max(g.du, untl)
