@@ -27,7 +27,8 @@ import (
 // Redis error reaches an llmretry caller.
 //
 // The client belongs to the caller: the Store never closes it. Close the
-// Store (which ends its subscription) before the client.
+// Store (which ends its subscription) before the client. The zero Store is
+// not usable: New makes one.
 type Store struct {
 	client redis.UniversalClient
 	opts   Options // resolved
