@@ -1,0 +1,67 @@
+// Package redisstore is an llmretry.Store on Redis: every process of a
+// fleet whose coordinated Transports use it rides through a provider's
+// outage as one process would: one probe per provider key per probe
+// interval for the whole fleet, server waits (Retry-After) shared, the
+// retry budget counted fleet-wide, and held calls in every process
+// released within milliseconds of the probe's answer.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "redis:6379"})
+//	st, err := redisstore.New(client, redisstore.Options{Secret: secret}) // the same secret on every process
+//	if err != nil { ... }
+//	defer st.Close()
+//	rt, err := llmretry.NewCoordinated(nil, policy, llmretry.Coordination{Store: st})
+//
+// # What is shared
+//
+// The facts of each provider key live in Redis, each with its own
+// lifetime: whether the key is down (since when, until when, why), the
+// next probe's time, the probe lease, the server wait's end, and the live
+// retry leases. Each operation of the coordinator is one Lua script
+// (EVALSHA) on the key's two Redis keys, PREFIX{name}:f (a hash) and
+// PREFIX{name}:retries (a sorted set), which share a hash tag and so one
+// Cluster slot; a change is published on PREFIX + "changes", to which each
+// Store holds one subscription. What waits stays in each process: held
+// calls, their timers and the choice of the next probe among them. A call
+// to a key with no live fact makes no Redis call: each process keeps a
+// view of each key, fed by its own operations' answers and by the channel;
+// a lost message costs at most a probe interval (held calls re-check
+// Redis once an interval).
+//
+// # Credentials
+//
+// A key's name is its host, and for a request with a credential "#" and
+// the first 8 bytes of HMAC-SHA-256(Options.Secret, credential) in hex:
+// every process with the same Secret names a key alike, and neither Redis
+// nor a dump of it holds anything from which the credential could be
+// recovered (without the Secret, not even a guess can be tested). Nothing
+// else of a request reaches Redis but the failure's kind ("502 Bad
+// Gateway").
+//
+// # When Redis fails
+//
+// Every Redis call is bounded by Options.Timeout (250 ms by default),
+// whether or not the client honours its context's deadline. A call that
+// fails or is too slow is an error to the coordinator, which then goes on
+// with an in-process store of its own for one probe interval (starting
+// from what it knew of the key) and tries Redis again after it: so an
+// unreachable, slow or dying Redis fails no call, holds none past its
+// deadline and reserve, and costs a call at most one Timeout per probe
+// interval; when Redis answers again, the processes rejoin. The Store logs
+// to Options.Logger when its calls begin to fail and when they succeed
+// again, once per change. Versions come from Redis's clock, so a Redis
+// that lost its data (a restart without persistence) does not leave
+// processes believing their older view.
+//
+// # Cost
+//
+// For one provider key, with P processes holding calls for it: a
+// process's first failure is one script; each probe interval while the
+// key is down costs one script per process (each process's candidate asks
+// for the lease, one gets it) and one for the probe's answer, and two
+// messages to each subscriber (lease taken, answer); the recovery is one
+// script and one message per subscriber. Retries on calls' own schedules
+// while a key is up (a 429 without a wait) cost two scripts each (take
+// and end a retry lease). A key's Redis memory is a hash of eight short
+// fields (and a sorted set while retry leases live), gone a minute after
+// its last live fact.
+package redisstore

@@ -1,0 +1,21 @@
+module github.com/llmretry/llmretry/redisstore
+
+go 1.26.0
+
+replace github.com/llmretry/llmretry => ../
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/llmretry/llmretry v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)

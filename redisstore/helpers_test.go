@@ -1,0 +1,62 @@
+package redisstore_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/llmretry/llmretry/redisstore"
+	"github.com/llmretry/llmretry/redisstore/internal/redisserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// testSecret is the fleet's HMAC secret in the tests.
+var testSecret = []byte("redisstore-test-secret-0123456789")
+
+// startRedis starts a redis-server for t, ended when t ends. Without
+// redis-server installed the test is skipped, unless it runs in CI (CI set),
+// where it fails: CI must test against a real server.
+func startRedis(t *testing.T) *redisserver.Server {
+	t.Helper()
+	if !redisserver.Installed() {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not installed (CI must install it: apt-get install -y redis-server)")
+		}
+		t.Skip("redis-server is not installed (apt-get install -y redis-server)")
+	}
+	srv, err := redisserver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newClient returns a client of addr, closed when t ends.
+func newClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newStore returns a Store over client with opts (the test secret if none),
+// closed when t ends (before the client: cleanups run last first).
+func newStore(t *testing.T, client redis.UniversalClient, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
+	if opts.Secret == nil {
+		opts.Secret = testSecret
+	}
+	st, err := redisstore.New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// prefix returns a Redis prefix unique to t.
+func prefix(t *testing.T) string {
+	r := strings.NewReplacer(" ", "_", "/", ":", "{", "(", "}", ")")
+	return "test:" + r.Replace(t.Name()) + ":"
+}

@@ -1,0 +1,257 @@
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// configEnv is the environment variable that carries a process's Config:
+// its presence makes a binary that calls IsChild a fleet process.
+const configEnv = "LLMRETRY_FLEET_CONFIG"
+
+// procHeader names the process that sent a request.
+const procHeader = "X-Fleet-Proc"
+
+// Secret is the fleet's credential-hash secret (Options.Secret): the same
+// in every process.
+var Secret = []byte("llmretry-fleet-demo-secret-0123456789")
+
+// Config is what one process of the fleet does.
+type Config struct {
+	Proc, Procs int
+	Calls       int       // this process's calls
+	Start       time.Time // the outage's start: the calls' times count from it
+	// Call i of process p starts at Start + From + (i×Procs + p) ×
+	// Spread / (Calls×Procs): the fleet's calls interleave evenly over
+	// Spread. With Lead, process 0's call 0 starts at Start instead.
+	From, Spread time.Duration
+	Lead         bool
+	// Warm sends one call before the first (answered before Start): the
+	// process then knows the provider key, as a process that has been
+	// serving does, and hears of its changes from the others.
+	Warm     bool
+	Provider string // the provider's URL
+	Redis    string // Redis's address; empty: each process coordinates alone
+	Prefix   string // Options.Prefix
+	Probe    time.Duration
+	Release  time.Duration // Coordination.ReleaseSpread
+	Deadline time.Duration // each call's
+}
+
+// Result is what became of one call.
+type Result struct {
+	Proc, Call int
+	Start, End time.Time
+	Status     int
+	Err        string
+	Attempts   int
+	Probes     int
+}
+
+// Process is what one process printed.
+type Process struct {
+	Results []Result
+	Logs    []string // the messages it logged (slog records' msg)
+	Stderr  string   // everything else on its standard error
+}
+
+// IsChild reports whether this binary runs as a fleet process.
+func IsChild() bool { return os.Getenv(configEnv) != "" }
+
+// Child runs this process's calls as its Config says, printing a JSON
+// Result per call on stdout and the Store's log records as JSON on
+// stderr, and returns the exit code.
+func Child() int {
+	var cfg Config
+	if err := json.Unmarshal([]byte(os.Getenv(configEnv)), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "fleet: bad %s: %v\n", configEnv, err)
+		return 2
+	}
+	if err := Run(cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "fleet: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// Run makes the calls of cfg, writing a JSON Result per call to out and
+// the Store's log records (JSON) to logs.
+func Run(cfg Config, out, logs io.Writer) error {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.Proxy = nil
+	base.MaxIdleConnsPerHost = cfg.Calls
+	defer base.CloseIdleConnections()
+
+	coord := llmretry.Coordination{ProbeInterval: cfg.Probe, ReleaseSpread: cfg.Release}
+	if cfg.Redis != "" {
+		client := redis.NewClient(&redis.Options{Addr: cfg.Redis})
+		defer client.Close()
+		st, err := redisstore.New(client, redisstore.Options{Prefix: cfg.Prefix, Secret: Secret,
+			Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		coord.Store = st
+	}
+	var (
+		mu       sync.Mutex
+		attempts = map[string]*Result{}
+	)
+	policy := llmretry.Policy{
+		Waits:   []time.Duration{time.Second, 2 * time.Second, 4 * time.Second},
+		Reserve: time.Second,
+		OnAttempt: func(a llmretry.Attempt) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r := attempts[a.Request.Header.Get("X-Fleet-Call")]; r != nil {
+				r.Attempts++
+				if a.Probe {
+					r.Probes++
+				}
+			}
+		},
+	}
+	rt, err := llmretry.NewCoordinated(base, policy, coord)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Transport: rt}
+	if cfg.Warm {
+		if status, err := call(client, cfg, -1); err != nil || status != http.StatusOK {
+			return fmt.Errorf("the warm-up call: status %d, %v", status, err)
+		}
+	}
+
+	results := make([]Result, cfg.Calls)
+	var wg sync.WaitGroup
+	for i := range cfg.Calls {
+		r := &results[i]
+		*r = Result{Proc: cfg.Proc, Call: i}
+		mu.Lock()
+		attempts[strconv.Itoa(i)] = r
+		mu.Unlock()
+		at := cfg.Start.Add(cfg.From + time.Duration(i*cfg.Procs+cfg.Proc)*cfg.Spread/time.Duration(cfg.Calls*cfg.Procs))
+		if cfg.Lead && cfg.Proc == 0 && i == 0 {
+			at = cfg.Start
+		}
+		wg.Go(func() {
+			time.Sleep(time.Until(at)) // the call's arrival
+			status, err := call(client, cfg, i)
+			mu.Lock()
+			defer mu.Unlock()
+			r.Start, r.End, r.Status = at, time.Now(), status
+			if err != nil {
+				r.Err = err.Error()
+			}
+		})
+	}
+	wg.Wait()
+	enc := json.NewEncoder(out)
+	for _, r := range results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// call sends call i and returns its status.
+func call(client *http.Client, cfg Config, i int) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Deadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.Provider+"/v1/chat/completions",
+		strings.NewReader(`{"model":"fleet-1","messages":[{"role":"user","content":"there?"}]}`))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer sk-fleet-shared-key")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(procHeader, strconv.Itoa(cfg.Proc))
+	req.Header.Set("X-Fleet-Call", strconv.Itoa(i))
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// Spawn runs the processes of cfgs as children of this binary (exe with
+// args; the configuration travels in the environment), waits for them,
+// and returns what each printed.
+func Spawn(exe string, args []string, cfgs []Config) ([]Process, error) {
+	type child struct {
+		cmd            *exec.Cmd
+		stdout, stderr bytes.Buffer
+	}
+	children := make([]*child, len(cfgs))
+	for i, cfg := range cfgs {
+		raw, err := json.Marshal(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c := &child{cmd: exec.Command(exe, args...)}
+		c.cmd.Env = append(os.Environ(), configEnv+"="+string(raw))
+		c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
+		if err := c.cmd.Start(); err != nil {
+			for _, o := range children[:i] {
+				_ = o.cmd.Process.Kill()
+				_ = o.cmd.Wait()
+			}
+			return nil, err
+		}
+		children[i] = c
+	}
+	procs := make([]Process, len(cfgs))
+	var errs []error
+	for i, c := range children {
+		if err := c.cmd.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("process %d: %v: %s", i, err, strings.TrimSpace(c.stderr.String())))
+		}
+		procs[i] = parse(&c.stdout, &c.stderr)
+	}
+	return procs, errors.Join(errs...)
+}
+
+// parse reads a process's Results and log records.
+func parse(stdout, stderr io.Reader) Process {
+	var p Process
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		var r Result
+		if json.Unmarshal(sc.Bytes(), &r) == nil {
+			p.Results = append(p.Results, r)
+		}
+	}
+	var other strings.Builder
+	sc = bufio.NewScanner(stderr)
+	for sc.Scan() {
+		var rec struct{ Msg string }
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg != "" {
+			p.Logs = append(p.Logs, rec.Msg)
+			continue
+		}
+		other.WriteString(sc.Text() + "\n")
+	}
+	p.Stderr = other.String()
+	return p
+}

@@ -1,0 +1,132 @@
+package redisstore_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/redisstore"
+	"github.com/llmretry/llmretry/redisstore/internal/fleet"
+)
+
+// Redis keeps a key a minute past its last live fact, and no longer: its
+// memory is bounded by the keys in use. Expiry is only that bound: facts
+// lapse by the callers' times.
+func TestExpiry(t *testing.T) {
+	m := miniredis.RunT(t)
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:"})
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	key := st.Key("api.example.com", []byte("k"))
+	if _, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderDown, Reason: "502 Bad Gateway",
+		DownFor: 15 * time.Second, NextProbe: now.Add(5 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	hash := "x:{" + key + "}:f"
+	if ttl := m.TTL(hash); ttl != 75*time.Second {
+		t.Errorf("the facts' hash expires in %v, want 75 s (15 s down + a minute)", ttl)
+	}
+	if _, ok, err := st.TakeRetry(ctx, key, llmretry.Lease{Holder: "r", At: now, Until: now.Add(10 * time.Minute)}, 3); err != nil || !ok {
+		t.Fatalf("TakeRetry: %v %v", ok, err)
+	}
+	if ttl := m.TTL("x:{" + key + "}:retries"); ttl != 11*time.Minute {
+		t.Errorf("the retry leases expire in %v, want 11 min", ttl)
+	}
+	if ttl := m.TTL(hash); ttl != 11*time.Minute {
+		t.Errorf("the facts' hash expires in %v with a retry lease live for 10 min, want 11 min", ttl)
+	}
+	if _, err := st.Release(ctx, key, "r", now); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := m.TTL(hash); ttl != 75*time.Second {
+		t.Errorf("after the release the hash expires in %v, want 75 s", ttl)
+	}
+	m.FastForward(76 * time.Second)
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("Redis still holds %q", keys)
+	}
+}
+
+// A dump of Redis after an outage holds no credential: names carry the
+// host and a keyed hash, values the facts and the failure's kind.
+func TestNoCredentialInRedis(t *testing.T) {
+	m := miniredis.RunT(t)
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{})
+	rt := newTransport(t, st)
+	start := time.Now()
+	prov := fleet.NewProvider(fleet.Outage(start, 700*time.Millisecond, http.StatusBadGateway))
+	defer prov.Close()
+	const secret = "sk-failure-test"
+	crowd(t, rt, prov.URL, 0, 3, start.Add(5*time.Second))
+
+	var dump strings.Builder
+	for _, k := range m.Keys() {
+		dump.WriteString(k + "\n")
+		if strings.HasSuffix(k, ":f") {
+			fields, _ := m.HKeys(k)
+			for _, f := range fields {
+				dump.WriteString(f + "=" + m.HGet(k, f) + "\n")
+			}
+		}
+	}
+	if !strings.Contains(dump.String(), "llmretry:{127.0.0.1:") {
+		t.Fatalf("no key of the provider in Redis:\n%s", dump.String())
+	}
+	for _, leak := range []string{secret, "Bearer", "Authorization"} {
+		if strings.Contains(dump.String(), leak) {
+			t.Errorf("Redis holds %q:\n%s", leak, dump.String())
+		}
+	}
+	t.Logf("Redis after the outage:\n%s", dump.String())
+}
+
+// A notice carries any key name and reason whole, whatever bytes they
+// hold.
+func TestNoticeEncoding(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := newClient(t, m.Addr())
+	a := newStore(t, c, redisstore.Options{})
+	b := newStore(t, c, redisstore.Options{})
+	got := make(chan string, 4)
+	stop := b.Watch(func(k string, f llmretry.Facts) { got <- k + "|" + f.Reason + "|" + f.Prober })
+	defer stop()
+	name := "we ird\n{host}:1#00"
+	now := time.Now()
+	if _, err := a.Report(context.Background(), name, llmretry.Report{At: now, Evidence: llmretry.ProviderDown,
+		Reason: "5 0\n2 {x}", DownFor: time.Minute, NextProbe: now}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if want := name + "|5 0\n2 {x}|"; s != want {
+			t.Errorf("notice %q, want %q", s, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notice")
+	}
+}
+
+// New refuses what it cannot use.
+func TestNewOptions(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1")
+	for _, tc := range []struct {
+		opts redisstore.Options
+		want string
+	}{
+		{redisstore.Options{}, "Secret has 0 bytes"},
+		{redisstore.Options{Secret: []byte("short")}, "Secret has 5 bytes"},
+		{redisstore.Options{Secret: testSecret, Prefix: "a{b}:"}, "brace"},
+		{redisstore.Options{Secret: testSecret, Timeout: -1}, "Timeout is negative"},
+	} {
+		if _, err := redisstore.New(c, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "redisstore: ") {
+			t.Errorf("New(%+v): %v, want an error about %q", tc.opts, err, tc.want)
+		}
+	}
+	if _, err := redisstore.New(nil, redisstore.Options{Secret: testSecret}); err == nil {
+		t.Error("New(nil client) made a Store")
+	}
+}

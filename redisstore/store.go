@@ -1,0 +1,266 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmretry/llmretry"
+	"github.com/redis/go-redis/v9"
+)
+
+// Store is an llmretry.Store on Redis: every process whose Transports use
+// a Store over the same Redis (and the same Options.Prefix and Secret)
+// coordinates its calls to a provider key with every other, as if they
+// were one process. Facts live in Redis; held calls, their timers and the
+// choice of the next probe stay in each process, which keeps a local view
+// of each key fed by the Store's answers and its Watch notices (a Redis
+// channel), so a call to a quiet key makes no Redis call at all.
+//
+// Every method is safe for concurrent use. Each Redis call is bounded by
+// Options.Timeout, whatever the client's own timeouts; a failed or slow
+// call returns an error, upon which the coordinator goes on in-process for
+// one probe interval and then tries Redis again (see llmretry.Store). No
+// Redis error reaches an llmretry caller.
+//
+// The client belongs to the caller: the Store never closes it. Close the
+// Store (which ends its subscription) before the client. The zero Store is
+// not usable: New makes one.
+type Store struct {
+	client redis.UniversalClient
+	opts   Options // resolved
+
+	seq     atomic.Uint64 // numbers Redis calls in the order they begin
+	failing atomic.Bool   // Redis calls fail (for logging changes only)
+	hmu     sync.Mutex    // orders changes of failing
+	since   uint64        // the call that made the last change
+
+	mu       sync.Mutex
+	closed   bool
+	watchers map[*watcher]struct{}
+	sub      *subscription  // nil while nobody watches
+	subs     sync.WaitGroup // subscription goroutines
+	calls    sync.WaitGroup // Redis calls in flight
+}
+
+// errClosed is what a closed Store's methods return.
+var errClosed = errors.New("redisstore: Store closed")
+
+// New returns a Store over client, which may be any go-redis client (a
+// single node, Sentinel's failover client or a Cluster: all Redis keys of
+// one provider key share a hash tag). It makes no Redis call; an
+// unreachable Redis shows only when the Store is used, as failing calls.
+// An Options field that cannot be used is an error.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	o, err := opts.resolved()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	return &Store{client: client, opts: o, watchers: map[*watcher]struct{}{}}, nil
+}
+
+// Close ends the Store's subscription and waits for the goroutines it
+// started: the subscription's, and those of Redis calls that outlived
+// their Timeout, which end when the client's own timeouts end them. Its
+// methods then fail (a coordinator falls back to in-process coordination)
+// and Watch calls nothing. Close does not close the client. Closing twice
+// does nothing.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sub := s.sub
+	s.sub = nil
+	clear(s.watchers)
+	s.mu.Unlock()
+	if sub != nil {
+		sub.stop()
+	}
+	s.subs.Wait()
+	s.calls.Wait()
+	return nil
+}
+
+var _ llmretry.Store = (*Store)(nil)
+
+// Load returns key's facts at now.
+func (s *Store) Load(ctx context.Context, key string, now time.Time) (llmretry.Facts, error) {
+	f, _, err := s.run(ctx, "load", loadScript, key, ms(now))
+	return f, err
+}
+
+// Report applies one attempt's evidence to key (see llmretry.Store).
+func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmretry.Facts, error) {
+	ev := ""
+	switch r.Evidence {
+	case llmretry.ProviderDown:
+		ev = "down"
+	case llmretry.ProviderUp:
+		ev = "up"
+	}
+	f, _, err := s.run(ctx, "report", reportScript, key, ms(r.At), ev, r.Reason, r.DownFor.Milliseconds(),
+		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, key, s.channel())
+	return f, err
+}
+
+// TakeProbe asks for key's probe lease (see llmretry.Store).
+func (s *Store) TakeProbe(ctx context.Context, key string, l llmretry.Lease) (llmretry.Facts, bool, error) {
+	return s.run(ctx, "take probe", takeProbeScript, key, ms(l.At), l.Holder, ms(l.Until), key, s.channel())
+}
+
+// TakeRetry asks for one of key's retry leases, of which at most limit may
+// be live (see llmretry.Store).
+func (s *Store) TakeRetry(ctx context.Context, key string, l llmretry.Lease, limit int) (llmretry.Facts, bool, error) {
+	return s.run(ctx, "take retry", takeRetryScript, key, ms(l.At), l.Holder, ms(l.Until), limit, key, s.channel())
+}
+
+// Release ends any lease holder holds on key.
+func (s *Store) Release(ctx context.Context, key, holder string, now time.Time) (llmretry.Facts, error) {
+	f, _, err := s.run(ctx, "release", releaseScript, key, ms(now), holder, key, s.channel())
+	return f, err
+}
+
+// result is one script's answer.
+type result struct {
+	v   []any
+	err error
+}
+
+// run runs sc on the Redis keys of name with args, within Options.Timeout
+// (the script runs on a goroutine of its own, so that a client that does
+// not honour its context's deadline cannot hold the caller longer), and
+// decodes its answer. Failures are logged when they begin and end.
+func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name string, args ...any) (llmretry.Facts, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return llmretry.Facts{}, false, errClosed
+	}
+	s.calls.Add(1)
+	s.mu.Unlock()
+	seq := s.seq.Add(1)
+
+	tctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	done := make(chan result, 1)
+	keys := s.keys(name)
+	go func() {
+		defer s.calls.Done()
+		v, err := sc.Run(tctx, s.client, keys, args...).Slice()
+		done <- result{v, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-tctx.Done():
+		select {
+		case res = <-done:
+		default:
+			res.err = tctx.Err()
+		}
+	}
+	if res.err != nil && ctx.Err() != nil {
+		// The caller's context ended: not Redis's failure.
+		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, ctx.Err())
+	}
+	var f llmretry.Facts
+	var granted bool
+	if res.err == nil {
+		f, granted, res.err = decode(res.v)
+	}
+	s.health(seq, res.err)
+	if res.err != nil {
+		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, res.err)
+	}
+	return f, granted, nil
+}
+
+// health logs a change between failing and succeeding Redis calls: once
+// per change, never per call. A call that began before the last change
+// says nothing new (a success that was on its way when Redis died).
+func (s *Store) health(seq uint64, err error) {
+	fail := err != nil
+	if fail == s.failing.Load() {
+		return
+	}
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if fail == s.failing.Load() || seq < s.since {
+		return
+	}
+	s.failing.Store(fail)
+	s.since = seq
+	switch {
+	case s.opts.Logger == nil:
+	case fail:
+		s.opts.Logger.Warn("redisstore: Redis calls fail; each process coordinates on its own until Redis answers", "error", err.Error())
+	default:
+		s.opts.Logger.Info("redisstore: Redis answers again; coordinating through it")
+	}
+}
+
+// ms returns t in Unix milliseconds, 0 for the zero time.
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// fromMS is ms's inverse.
+func fromMS(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// decode reads a script's answer: {v, ds, du, np, pu, w, n, p, r, granted}.
+func decode(v []any) (llmretry.Facts, bool, error) {
+	if len(v) != 10 {
+		return llmretry.Facts{}, false, fmt.Errorf("a script answered %d values, not 10", len(v))
+	}
+	var n [7]int64
+	for i := range n {
+		x, ok := v[i].(int64)
+		if !ok {
+			return llmretry.Facts{}, false, fmt.Errorf("a script answered %T for value %d", v[i], i)
+		}
+		n[i] = x
+	}
+	prober, ok1 := v[7].(string)
+	reason, ok2 := v[8].(string)
+	granted, ok3 := v[9].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return llmretry.Facts{}, false, errors.New("a script answered a value of the wrong type")
+	}
+	return facts(n, prober, reason), granted == 1, nil
+}
+
+// facts builds Facts from their encoded numbers (v, ds, du, np, pu, w, n)
+// and strings.
+func facts(n [7]int64, prober, reason string) llmretry.Facts {
+	return llmretry.Facts{
+		Version:    uint64(n[0]),
+		DownSince:  fromMS(n[1]),
+		DownUntil:  fromMS(n[2]),
+		NextProbe:  fromMS(n[3]),
+		ProbeUntil: fromMS(n[4]),
+		WaitUntil:  fromMS(n[5]),
+		Retries:    int(n[6]),
+		Prober:     prober,
+		Reason:     reason,
+	}
+}

@@ -1,0 +1,67 @@
+package redisstore_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/redisstore"
+	"github.com/llmretry/llmretry/redisstore/internal/redisserver"
+	"github.com/llmretry/llmretry/storetest"
+	"github.com/redis/go-redis/v9"
+)
+
+// The Store keeps the llmretry.Store contract against a real redis-server,
+// with two Stores (two clients) over one server as the fleet.
+func TestContract(t *testing.T) {
+	srv := startRedis(t)
+	storetest.Run(t, func(t *testing.T) []llmretry.Store {
+		p := prefix(t)
+		return []llmretry.Store{
+			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p}),
+			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p}),
+		}
+	})
+}
+
+// The scripts keep it on miniredis too: a fast check that needs no server.
+func TestContractMiniredis(t *testing.T) {
+	m := miniredis.RunT(t)
+	storetest.Run(t, func(t *testing.T) []llmretry.Store {
+		p := prefix(t)
+		return []llmretry.Store{
+			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p}),
+			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p}),
+		}
+	})
+}
+
+// And on a Redis Cluster of three masters: each script's two keys share
+// a hash tag, so every operation runs on one slot; changes reach every
+// subscriber whichever node they were published on.
+func TestContractCluster(t *testing.T) {
+	if !redisserver.Installed() {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not installed")
+		}
+		t.Skip("redis-server is not installed")
+	}
+	c, err := redisserver.StartCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cluster := func(t *testing.T) *redis.ClusterClient {
+		cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+		t.Cleanup(func() { _ = cl.Close() })
+		return cl
+	}
+	storetest.Run(t, func(t *testing.T) []llmretry.Store {
+		p := prefix(t)
+		return []llmretry.Store{
+			newStore(t, cluster(t), redisstore.Options{Prefix: p}),
+			newStore(t, cluster(t), redisstore.Options{Prefix: p}),
+		}
+	})
+}
