@@ -34,7 +34,16 @@ type coordinator struct {
 	keys      sync.Map     // keyID → *keyState
 	names     sync.Map     // the store's key name → *keyState, for notices
 	lastSweep atomic.Int64 // Unix ns
+
+	// Notices of keys this process does not use yet, kept while their
+	// facts are live (at most maxUnknown of them), so that its first call
+	// to such a key knows what the fleet knows without a store call.
+	umu     sync.Mutex
+	unknown map[string]Facts
 }
+
+// maxUnknown bounds the notices kept for keys this process does not use.
+const maxUnknown = 4096
 
 // sweepEvery is how often, at most, the coordinator and the in-process
 // store look for keys to forget.
@@ -180,7 +189,11 @@ func (co *coordinator) insert(id keyID, req *http.Request) *keyState {
 	v, loaded := co.keys.LoadOrStore(id, k)
 	if !loaded {
 		co.names.Store(k.name, k)
-		co.maybeSweep(time.Now())
+		now := time.Now()
+		if f, ok := co.noticed(k.name, now); ok {
+			co.learnt(k, f, now)
+		}
+		co.maybeSweep(now)
 	}
 	return v.(*keyState)
 }
@@ -204,6 +217,13 @@ func (co *coordinator) sweep(now time.Time) {
 			ms.sweep(now)
 		}
 	}
+	co.umu.Lock()
+	for n, f := range co.unknown {
+		if !live(f, now) {
+			delete(co.unknown, n)
+		}
+	}
+	co.umu.Unlock()
 	co.keys.Range(func(id, v any) bool {
 		k := v.(*keyState)
 		if k.calls.Load() != 0 || k.held() {
@@ -229,11 +249,41 @@ func (co *coordinator) sweep(now time.Time) {
 
 // notice is the store's Watch callback: a key's facts changed.
 func (co *coordinator) notice(name string, f Facts) {
-	v, ok := co.names.Load(name)
-	if !ok {
-		return // not a key this process uses
+	now := time.Now()
+	if v, ok := co.names.Load(name); ok {
+		co.learnt(v.(*keyState), f, now)
+		return
 	}
-	co.learnt(v.(*keyState), f, time.Now())
+	// Not a key this process uses: keep what is live, for its first call.
+	if !live(f, now) {
+		return
+	}
+	co.umu.Lock()
+	defer co.umu.Unlock()
+	if co.unknown == nil {
+		co.unknown = map[string]Facts{}
+	}
+	if old, ok := co.unknown[name]; ok && old.Version >= f.Version {
+		return
+	}
+	if len(co.unknown) >= maxUnknown {
+		for n, g := range co.unknown {
+			if !live(g, now) || len(co.unknown) >= maxUnknown {
+				delete(co.unknown, n)
+			}
+		}
+	}
+	co.unknown[name] = f
+}
+
+// noticed returns, and forgets, the live facts a notice told of the key
+// name before this process used it.
+func (co *coordinator) noticed(name string, now time.Time) (Facts, bool) {
+	co.umu.Lock()
+	defer co.umu.Unlock()
+	f, ok := co.unknown[name]
+	delete(co.unknown, name)
+	return f, ok && live(f, now)
 }
 
 // learnt takes f as k's facts and wakes the calls held on k that the

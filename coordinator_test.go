@@ -176,3 +176,92 @@ func TestCoordinatedForgetsOneOffKeys(t *testing.T) {
 		assert.Less(t, heaps[3], 2*heaps[0]+1<<20, "the heap does not grow with the keys ever used")
 	})
 }
+
+// Two Transports sharing a store are two processes of a fleet: a 429
+// Retry-After: 5 that one of them receives holds the first call the other
+// makes to the key, though it never used the key before.
+func TestCoordinatedSharedStoreHoldsAColdTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(429, "Retry-After", "5"), 0, window{0, time.Nanosecond})
+		store := NewMemoryStore()
+		a, err := NewCoordinated(p, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}, Coordination{Store: store})
+		require.NoError(t, err)
+		b, err := NewCoordinated(p, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}, Coordination{Store: store})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- callMany(t, a, p.start, 1, 0, time.Minute, nil)[0].err }()
+		synctest.Wait() // a's call got the 429 and is held until 5 s
+		r := callMany(t, b, p.start, 1, 0, time.Minute, nil)
+		require.NoError(t, r[0].err)
+		require.NoError(t, <-done)
+		at := p.arrivals()
+		require.Len(t, at, 3)
+		for _, x := range at[1:] {
+			assert.GreaterOrEqual(t, x, 5*time.Second, "nothing before the shared wait ends: %v", at)
+		}
+	})
+}
+
+// forgetfulStore is a store that has lost its versions: every answer and
+// notice says Version 0, as a store restarted empty may.
+type forgetfulStore struct {
+	Store
+	probes int
+	mu     sync.Mutex
+}
+
+func (s *forgetfulStore) Report(ctx context.Context, key string, r Report) (Facts, error) {
+	f, err := s.Store.Report(ctx, key, r)
+	f.Version = 0
+	return f, err
+}
+
+func (s *forgetfulStore) Watch(fn func(string, Facts)) func() {
+	return s.Store.Watch(func(key string, f Facts) {
+		f.Version = 0
+		fn(key, f)
+	})
+}
+
+func (s *forgetfulStore) Load(ctx context.Context, key string, now time.Time) (Facts, error) {
+	f, err := s.Store.Load(ctx, key, now)
+	f.Version = 0
+	return f, err
+}
+
+func (s *forgetfulStore) Release(ctx context.Context, key, holder string, now time.Time) (Facts, error) {
+	f, err := s.Store.Release(ctx, key, holder, now)
+	f.Version = 0
+	return f, err
+}
+
+func (s *forgetfulStore) TakeProbe(ctx context.Context, key string, l Lease) (Facts, bool, error) {
+	s.mu.Lock()
+	s.probes++
+	s.mu.Unlock()
+	f, ok, err := s.Store.TakeProbe(ctx, key, l)
+	f.Version = 0
+	return f, ok, err
+}
+
+// A held call whose store answers refuse the probe with facts the view will
+// not take (no newer than its own) does not spin: it asks again at the
+// next re-check, and gives up at its deadline minus its reserve.
+func TestCoordinatedNoSpinOnStaleAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(502), 0, window{0, time.Hour})
+		store := &forgetfulStore{Store: NewMemoryStore()}
+		rt, err := NewCoordinated(p, Policy{Reserve: 10 * time.Millisecond}, Coordination{Store: store, ProbeInterval: 200 * time.Millisecond})
+		require.NoError(t, err)
+		// One call takes the probe and hangs on to it (never reported
+		// within the test); another is refused the lease over and over.
+		results := callMany(t, rt, p.start, 2, 0, 500*time.Millisecond, nil)
+		for _, r := range results {
+			require.Error(t, r.err)
+		}
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		t.Logf("probes asked: %d, arrivals %v", store.probes, p.arrivals())
+		assert.Less(t, store.probes, 50, "asked for the probe lease %d times in 500 ms", store.probes)
+	})
+}

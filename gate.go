@@ -261,6 +261,7 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 			return nil
 		case gateProbe:
 			holder := cc.co.holder()
+			before := k.view.Load()
 			granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
 				return s.TakeProbe(ctx, k.name, Lease{Holder: holder, At: now, Until: now.Add(cc.co.cfg.ProbeInterval)})
 			})
@@ -269,7 +270,13 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 				h.end(HoldProbe)
 				return nil
 			}
-			continue // the answer says who probes, or when
+			if k.view.Load() != before {
+				continue // the answer says who probes, or when
+			}
+			// Refused by an answer the view did not take (no newer than
+			// what it holds: a store that lost the key, or the fallback):
+			// ask again at the next re-check, not at once.
+			g, wake = gateDown, now.Add(cc.co.cfg.ProbeInterval)
 		case gateBudget:
 			holder := cc.co.holder()
 			until := now.Add(retryLease)

@@ -261,13 +261,18 @@ func (s *memStore) commit(key string, e *memEntry, f Facts, now time.Time, annou
 	return f, nil
 }
 
-// adopt gives key the facts f, if the store knows none of its own: the
-// view a process had when its shared store failed.
+// adopt gives key the facts f — the view a process had when its shared
+// store failed — unless the store knows newer ones of its own.
 func (s *memStore) adopt(key string, f Facts, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.entry(key, now, false); e == nil || e.lapse(now) {
+	switch e := s.entry(key, now, false); {
+	case e == nil || e.lapse(now):
 		s.entries[key] = &memEntry{f: f, changed: now}
+	case e.f.Version < f.Version:
+		// Left from an earlier fallback: the view is newer.
+		f.Retries = len(e.retries)
+		e.f, e.changed = f, now
 	}
 }
 
