@@ -139,17 +139,14 @@ func TestFleetOutage(t *testing.T) {
 }
 
 // One process receives 429 Retry-After: 5; the calls that arrive after it,
-// in every process, send nothing until the 5 s are over. The processes
-// have served before (one call each, answered): a process hears of a
-// provider key's changes once it uses the key.
+// in every process, send nothing until the 5 s are over, though the other
+// processes never used the provider key before (a process keeps the
+// notices of keys it does not use yet while their facts are live).
 func TestFleetServerWait(t *testing.T) {
 	srv := startRedis(t)
 	const wait = 5 * time.Second
 	start := time.Now().Add(startLead)
 	prov := fleet.NewProvider(func(at time.Time, seen []fleet.Request) fleet.Answer {
-		if at.Before(start) {
-			return fleet.Answer{Status: http.StatusOK} // the warm-up calls
-		}
 		seen = since(seen, start)
 		if len(seen) == 0 || at.Before(seen[0].At.Add(wait)) {
 			return fleet.Answer{Status: http.StatusTooManyRequests, RetryAfter: "5"}
@@ -157,7 +154,7 @@ func TestFleetServerWait(t *testing.T) {
 		return fleet.Answer{Status: http.StatusOK}
 	})
 	defer prov.Close()
-	ps := spawn(t, fleetConfigs(t, fleet.Config{Start: start, From: time.Second, Spread: 3 * time.Second, Lead: true, Warm: true,
+	ps := spawn(t, fleetConfigs(t, fleet.Config{Start: start, From: time.Second, Spread: 3 * time.Second, Lead: true,
 		Provider: prov.URL, Redis: srv.Addr}))
 
 	reqs := since(prov.Requests(), start)

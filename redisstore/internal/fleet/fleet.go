@@ -43,16 +43,12 @@ type Config struct {
 	// Spread. With Lead, process 0's call 0 starts at Start instead.
 	From, Spread time.Duration
 	Lead         bool
-	// Warm sends one call before the first (answered before Start): the
-	// process then knows the provider key, as a process that has been
-	// serving does, and hears of its changes from the others.
-	Warm     bool
-	Provider string // the provider's URL
-	Redis    string // Redis's address; empty: each process coordinates alone
-	Prefix   string // Options.Prefix
-	Probe    time.Duration
-	Release  time.Duration // Coordination.ReleaseSpread
-	Deadline time.Duration // each call's
+	Provider     string // the provider's URL
+	Redis        string // Redis's address; empty: each process coordinates alone
+	Prefix       string // Options.Prefix
+	Probe        time.Duration
+	Release      time.Duration // Coordination.ReleaseSpread
+	Deadline     time.Duration // each call's
 }
 
 // Result is what became of one call.
@@ -134,12 +130,6 @@ func Run(cfg Config, out, logs io.Writer) error {
 		return err
 	}
 	client := &http.Client{Transport: rt}
-	if cfg.Warm {
-		if status, err := call(client, cfg, -1); err != nil || status != http.StatusOK {
-			return fmt.Errorf("the warm-up call: status %d, %v", status, err)
-		}
-	}
-
 	results := make([]Result, cfg.Calls)
 	var wg sync.WaitGroup
 	for i := range cfg.Calls {
