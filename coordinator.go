@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"hash/maphash"
-	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -97,25 +96,21 @@ func appendUint(b []byte, n uint64) []byte {
 
 // keyState is what this process knows of one provider key.
 type keyState struct {
-	// Read by every call: apart from calls, which every call writes, so
-	// that the reads do not miss on its cache line.
+	// Read by every call: apart from what calls write, so that the reads
+	// do not miss on their cache line.
 	id   keyID
 	name string               // the store's name for it
 	view atomic.Pointer[view] // the latest facts learnt; nil: none yet
 	mark atomic.Bool          // idle at the last sweep
 	_    [64]byte
 
-	calls atomic.Int32 // calls inside RoundTrip; tombstoned once swept
+	calls inflight     // calls inside RoundTrip; closed once swept
 	woken atomic.Int64 // held calls woken, ever: what a change costs
 
 	mu      sync.Mutex // guards waiters and cand
 	waiters []*waiter  // calls held at the gate
 	cand    *waiter    // of those, the one that probes next
 }
-
-// tombstone marks a swept key's calls: an entering call finds it negative
-// and looks the key up again.
-const tombstone = math.MinInt32 / 2
 
 // view is the facts of a key as this process last learnt them.
 type view struct {
@@ -161,9 +156,10 @@ func (k *keyState) learn(f Facts, now time.Time) bool {
 	}
 }
 
-// enter registers a call to req's key and returns the key. A call to a
-// key already known allocates nothing.
-func (co *coordinator) enter(req *http.Request) *keyState {
+// enter registers a call to req's key and returns the key and the stripe
+// of its count the call is on. A call to a key already known allocates
+// nothing.
+func (co *coordinator) enter(req *http.Request) (*keyState, int) {
 	id := keyOf(co.seed, req)
 	for {
 		var k *keyState
@@ -172,11 +168,11 @@ func (co *coordinator) enter(req *http.Request) *keyState {
 		} else {
 			k = co.insert(id, req)
 		}
-		if k.calls.Add(1) > 0 {
+		if stripe, ok := k.calls.enter(); ok {
 			if k.mark.Load() {
 				k.mark.Store(false)
 			}
-			return k
+			return k, stripe
 		}
 		// Swept between the look-up and the count: look again.
 	}
@@ -226,7 +222,7 @@ func (co *coordinator) sweep(now time.Time) {
 	co.umu.Unlock()
 	co.keys.Range(func(id, v any) bool {
 		k := v.(*keyState)
-		if k.calls.Load() != 0 || k.held() {
+		if k.calls.load() != 0 || k.held() {
 			k.mark.Store(false)
 			return true
 		}
@@ -239,7 +235,7 @@ func (co *coordinator) sweep(now time.Time) {
 			k.mark.Store(true) // never knew a fact: forgotten if still idle next time
 			return true
 		}
-		if k.calls.CompareAndSwap(0, tombstone) {
+		if k.calls.close() {
 			co.keys.CompareAndDelete(id, k)
 			co.names.CompareAndDelete(k.name, k)
 		}

@@ -31,7 +31,7 @@ func (co *coordinator) stats(now time.Time) map[string]keyStats {
 	co.keys.Range(func(_, v any) bool {
 		k := v.(*keyState)
 		k.mu.Lock()
-		st := keyStats{calls: k.calls.Load(), waiters: len(k.waiters), view: k.facts(now)}
+		st := keyStats{calls: k.calls.load(), waiters: len(k.waiters), view: k.facts(now)}
 		k.mu.Unlock()
 		st.facts, _ = co.shared.Load(context.Background(), k.name, now)
 		out[k.name] = st

@@ -24,10 +24,11 @@ import (
 // holds and what it needs to ask for more. It belongs to the goroutine of
 // the call's RoundTrip.
 type coordCall struct {
-	co  *coordinator
-	k   *keyState
-	req *http.Request // the caller's, for Hold records
-	p   *Policy
+	co     *coordinator
+	k      *keyState
+	stripe int           // of k's count of calls in flight
+	req    *http.Request // the caller's, for Hold records
+	p      *Policy
 
 	probe     string    // the probe lease the latest attempt went under, until reported
 	probeSent time.Time // when it went
@@ -37,7 +38,8 @@ type coordCall struct {
 
 // join makes c's part in the coordination of req's key.
 func (co *coordinator) join(req *http.Request, p *Policy) *coordCall {
-	return &coordCall{co: co, k: co.enter(req), req: req, p: p}
+	k, stripe := co.enter(req)
+	return &coordCall{co: co, k: k, stripe: stripe, req: req, p: p}
 }
 
 // leave ends the call's part: it releases what it still holds (a probe
@@ -56,7 +58,7 @@ func (cc *coordCall) leave() {
 		cc.probe, cc.retry = "", ""
 		cc.k.wakeBudget()
 	}
-	cc.k.calls.Add(-1)
+	cc.k.calls.leave(cc.stripe)
 }
 
 // admitFirst is admit for the call's first attempt.
@@ -188,7 +190,7 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 	k := cc.k
 	budget := 0
 	if retry {
-		budget = cc.co.budget(k.calls.Load())
+		budget = cc.co.budget(k.calls.load())
 	}
 	if k.quiet() && budget == 0 {
 		return nil

@@ -279,7 +279,7 @@ func BenchmarkFailedProbe(b *testing.B) {
 		b.Fatal(err)
 	}
 	co := rt.coord
-	k := co.enter(mustRequest(&testing.T{}, context.Background()))
+	k, _ := co.enter(mustRequest(&testing.T{}, context.Background()))
 	now := time.Now()
 	for i := range 10000 {
 		k.register(i%7, now.Add(time.Duration(i)))
