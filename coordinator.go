@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"hash/maphash"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,17 +82,7 @@ func randomName() string {
 // holder returns a name for a new lease, unique among every coordinator
 // that shares a store.
 func (co *coordinator) holder() string {
-	return co.owner + "-" + hex.EncodeToString(appendUint(nil, co.seq.Add(1)))
-}
-
-// appendUint appends n's big-endian bytes, without leading zeros, to b.
-func appendUint(b []byte, n uint64) []byte {
-	for i := 56; i >= 0; i -= 8 {
-		if c := byte(n >> i); c != 0 || len(b) > 0 || i == 0 {
-			b = append(b, c)
-		}
-	}
-	return b
+	return co.owner + "-" + strconv.FormatUint(co.seq.Add(1), 36)
 }
 
 // keyState is what this process knows of one provider key.
@@ -125,10 +116,16 @@ func live(f Facts, now time.Time) bool {
 }
 
 // facts returns the key's facts as this process knows them at now: the
-// zero Facts when it knows of none, or of none still live.
+// zero Facts when it knows of none still live. A view whose facts have all
+// lapsed is marked quiet, so that the key's next call takes the success
+// path again.
 func (k *keyState) facts(now time.Time) Facts {
 	v := k.view.Load()
 	if v == nil || !v.busy {
+		return Facts{}
+	}
+	if !live(v.Facts, now) {
+		k.view.CompareAndSwap(v, &view{Facts: v.Facts, at: v.at})
 		return Facts{}
 	}
 	return v.Facts

@@ -20,7 +20,6 @@ import (
 type keyStats struct {
 	calls   int32
 	waiters int
-	view    Facts
 	facts   Facts
 }
 
@@ -31,7 +30,7 @@ func (co *coordinator) stats(now time.Time) map[string]keyStats {
 	co.keys.Range(func(_, v any) bool {
 		k := v.(*keyState)
 		k.mu.Lock()
-		st := keyStats{calls: k.calls.load(), waiters: len(k.waiters), view: k.facts(now)}
+		st := keyStats{calls: k.calls.load(), waiters: len(k.waiters)}
 		k.mu.Unlock()
 		st.facts, _ = co.shared.Load(context.Background(), k.name, now)
 		out[k.name] = st
@@ -81,6 +80,9 @@ func TestCoordinatedDownLapses(t *testing.T) {
 			assert.Equal(t, start.Sub(p.start), a, "sent at once, not held")
 		}
 		assert.Empty(t, h.all, "nobody was held")
+		var k *keyState
+		rt.coord.keys.Range(func(_, v any) bool { k = v.(*keyState); return false })
+		assert.True(t, k.quiet(), "the lapsed view is quiet again: the next call takes the success path")
 	})
 }
 

@@ -52,10 +52,7 @@ func Do[T any](ctx context.Context, p Policy, call func(context.Context) (T, err
 	}
 	rp := p.resolved()
 	inner := markRetrying(ctx)
-	var lim limits
-	if deadline, ok := ctx.Deadline(); ok {
-		lim.giveUp = deadline.Add(-rp.Reserve)
-	}
+	lim := limitsOf(ctx, &rp, nil)
 	n := 0       // calls made, across rounds
 	retries := 0 // retries taken in the current round
 	for {

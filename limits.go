@@ -24,11 +24,14 @@ type limits struct {
 }
 
 // limitsOf returns the limits of a call with context ctx, policy p (resolved)
-// and request req.
+// and request req (nil for Do's calls, which sign nothing).
 func limitsOf(ctx context.Context, p *Policy, req *http.Request) limits {
 	var l limits
 	if deadline, ok := ctx.Deadline(); ok {
 		l.giveUp = deadline.Add(-p.Reserve)
+	}
+	if req == nil {
+		return l
 	}
 	if at, ok := signedAt(req.Header); ok {
 		l.signed = at.Add(sigV4Lifetime)

@@ -267,8 +267,9 @@ func TestHugeErrorBodyBoundedMemory(t *testing.T) {
 	assert.Less(t, int64(after.HeapInuse)-int64(before.HeapInuse), int64(16<<20))
 }
 
-// IsStream on a 64 MiB in-memory body looks at its first and last 4 KiB
-// only: it allocates next to nothing and never touches req.Body.
+// IsStream scans a 64 MiB in-memory body whole, handed over without a copy
+// and in constant memory: it allocates next to nothing and never touches
+// req.Body.
 func TestIsStreamBoundedOnHugeBody(t *testing.T) {
 	body := bytes.Repeat([]byte(`{"role":"user","content":"lorem ipsum"},`), (64<<20)/40)
 	body = append(append([]byte(`{"messages":[`), body...), `{}],"stream":true}`...)

@@ -1,7 +1,6 @@
 package llmretry
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -288,6 +287,3 @@ func (c *call) record(retryIn time.Duration, held bool) {
 	probe := c.co != nil && c.co.wasProbe
 	c.p.OnAttempt(Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: probe, Held: held})
 }
-
-// ctx returns the context the retry loop runs under: the first attempt's.
-func (c *call) ctx() context.Context { return c.f }

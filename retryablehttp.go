@@ -66,7 +66,7 @@ func (c *call) round() {
 func (c *call) template() *http.Request {
 	u := &url.URL{Scheme: c.req.URL.Scheme, Host: c.req.URL.Host, Path: c.req.URL.Path}
 	r := &http.Request{Method: c.req.Method, URL: u, Header: make(http.Header)}
-	return r.WithContext(c.ctx())
+	return r.WithContext(c.f) // the first attempt's context
 }
 
 // attemptTransport is the http.Client's transport inside the loop: it runs

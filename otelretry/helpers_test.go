@@ -228,6 +228,20 @@ func eventAttrs(e sdktrace.Event) map[attribute.Key]any {
 	return out
 }
 
+// callInTurn sends one POST through rt inside a caller's span (the turn),
+// reads and closes the answer, ends the turn and requires every span to
+// have ended; it returns the turn.
+func (r *rig) callInTurn(t *testing.T, rt http.RoundTripper) trace.Span {
+	t.Helper()
+	ctx, turn := r.turn(t.Context())
+	resp, err := rt.RoundTrip(post(t, ctx, chatURL))
+	require.NoError(t, err)
+	finish(t, resp)
+	turn.End()
+	r.requireAllEnded(t)
+	return turn
+}
+
 // post returns a POST request to url with a JSON body and ctx.
 func post(t *testing.T, ctx context.Context, url string) *http.Request {
 	t.Helper()

@@ -35,12 +35,7 @@ func TestDefaultsAreTheGlobalProviders(t *testing.T) {
 		rt, err := New(p, llmretry.Policy{Waits: []time.Duration{time.Second}})
 		require.NoError(t, err)
 
-		ctx, turn := r.turn(t.Context())
-		resp, err := rt.RoundTrip(post(t, ctx, chatURL))
-		require.NoError(t, err)
-		finish(t, resp)
-		turn.End()
-		r.requireAllEnded(t)
+		r.callInTurn(t, rt)
 
 		spans := r.clientSpans()
 		require.Len(t, spans, 2)
@@ -92,12 +87,7 @@ func TestUnderAnotherTransport(t *testing.T) {
 		outer, err := llmretry.New(inner, llmretry.Policy{Waits: []time.Duration{time.Second, time.Second}})
 		require.NoError(t, err)
 
-		ctx, turn := r.turn(t.Context())
-		resp, err := outer.RoundTrip(post(t, ctx, chatURL))
-		require.NoError(t, err)
-		finish(t, resp)
-		turn.End()
-		r.requireAllEnded(t)
+		r.callInTurn(t, outer)
 
 		spans := r.clientSpans()
 		require.Len(t, spans, 3)

@@ -110,12 +110,7 @@ func TestFirstTrySuccess(t *testing.T) {
 	rt, err := New(p, llmretry.Policy{Waits: []time.Duration{time.Second}}, r.opts()...)
 	require.NoError(t, err)
 
-	ctx, turn := r.turn(t.Context())
-	resp, err := rt.RoundTrip(post(t, ctx, chatURL))
-	require.NoError(t, err)
-	finish(t, resp)
-	turn.End()
-	r.requireAllEnded(t)
+	turn := r.callInTurn(t, rt)
 
 	spans := r.clientSpans()
 	require.Len(t, spans, 1)
@@ -140,12 +135,7 @@ func TestMetrics(t *testing.T) {
 		rt, err := New(p, llmretry.Policy{Waits: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}}, r.opts()...)
 		require.NoError(t, err)
 
-		ctx, turn := r.turn(t.Context())
-		resp, err := rt.RoundTrip(post(t, ctx, chatURL))
-		require.NoError(t, err)
-		finish(t, resp)
-		turn.End()
-		r.requireAllEnded(t)
+		r.callInTurn(t, rt)
 
 		rm := r.collect(t)
 		attempts := findMetric(t, rm, metricAttempts)
