@@ -37,6 +37,13 @@ type Attempt struct {
 	// Probe reports that the attempt was sent as its provider key's probe
 	// (see Coordination).
 	Probe bool
+	// Stop is set on the attempt after which no retry follows, to say why:
+	// one of ErrRetriesSpent, ErrNoTimeLeft, ErrWaitTooLong,
+	// ErrProviderRefused and ErrNotRetryable, or the caller's context's
+	// error. It is nil when a retry follows and on a success. When an
+	// Asker is asked, Stop is ErrRetriesSpent and a yes still starts
+	// another round.
+	Stop error
 	// Held reports that the next attempt is held, with the other calls to
 	// the same provider key, until the key is back or the server's wait is
 	// over (see Coordination and Policy.OnHold).
@@ -58,6 +65,9 @@ func (a Attempt) String() string {
 	}
 	if a.Probe {
 		s += " [probe]"
+	}
+	if a.Stop != nil {
+		s += " (stop: " + reasonText(a.Stop) + ")"
 	}
 	switch {
 	case a.Held && a.RetryIn > 0:

@@ -25,9 +25,11 @@ import (
 // done is the context's own and is never retried). Do returns the last
 // call's result: its value and a nil error on success; otherwise the value
 // the last call returned and an *Exhausted error (Request nil) that counts
-// the calls and wraps the last call's error, so errors.Is and errors.As
-// reach it. If ctx ends during a wait, Do returns at once with an
-// *Exhausted error wrapping ctx's error and makes no further call.
+// the calls, says why Do stopped (Reason: ErrNotRetryable for a Permanent
+// error, ErrRetriesSpent, ErrNoTimeLeft, or ctx's error) and wraps the last
+// call's error, so errors.Is and errors.As reach both. If ctx ends during a
+// wait, Do returns at once with an *Exhausted error wrapping ctx's error and
+// makes no further call.
 //
 // An invalid policy is refused with Validate's error before call is made.
 //
@@ -59,13 +61,13 @@ func Do[T any](ctx context.Context, p Policy, call func(context.Context) (T, err
 		v, err := call(inner)
 		n++
 		if err == nil {
-			rp.recordCall(n, nil, 0)
+			rp.recordCall(n, nil, 0, nil)
 			return v, nil
 		}
 		wait, why := rp.doNext(ctx, retries+1, err, lim)
-		rp.recordCall(n, err, wait)
+		rp.recordCall(n, err, wait, why.reason(ctx))
 		if why == stopSpent && rp.OnExhausted != nil && ctx.Err() == nil {
-			if rp.OnExhausted.Ask(ctx, &Exhausted{Attempts: n, Err: err}) && ctx.Err() == nil {
+			if rp.OnExhausted.Ask(ctx, &Exhausted{Attempts: n, Reason: ErrRetriesSpent, Err: err}) && ctx.Err() == nil {
 				// Another round: one call at once (the person who
 				// answered has waited already), then the schedule's
 				// retries, still under the deadline/reserve rule.
@@ -73,11 +75,11 @@ func Do[T any](ctx context.Context, p Policy, call func(context.Context) (T, err
 			}
 		}
 		if why != stopNone {
-			return v, &Exhausted{Attempts: n, Err: err}
+			return v, &Exhausted{Attempts: n, Reason: why.reason(ctx), Err: err}
 		}
 		retries++
 		if err := sleep(ctx, wait); err != nil {
-			return v, &Exhausted{Attempts: n, Err: err}
+			return v, &Exhausted{Attempts: n, Reason: err, Err: err}
 		}
 	}
 }
@@ -92,10 +94,11 @@ func (p *Policy) doNext(ctx context.Context, k int, err error, lim limits) (time
 	return p.plan(sched, ok, 0, false, time.Now(), lim, false)
 }
 
-// recordCall passes call n's outcome to OnAttempt, if set.
-func (p *Policy) recordCall(n int, err error, retryIn time.Duration) {
+// recordCall passes call n's outcome to OnAttempt, if set: its error, the
+// wait before the next call, and why none follows (nil if one does).
+func (p *Policy) recordCall(n int, err error, retryIn time.Duration, stop error) {
 	if p.OnAttempt != nil {
-		p.OnAttempt(Attempt{ID: newID(), N: n, Err: err, RetryIn: retryIn})
+		p.OnAttempt(Attempt{ID: newID(), N: n, Err: err, RetryIn: retryIn, Stop: stop})
 	}
 }
 

@@ -94,7 +94,8 @@ func TestDoRetriesRunOut(t *testing.T) {
 		assert.Nil(t, ex.Response)
 		assert.Equal(t, 3, ex.Attempts)
 		assert.ErrorIs(t, err, errBusy)
-		assert.EqualError(t, err, "llmretry: call: gave up after 3 attempts: still: tool busy")
+		assert.ErrorIs(t, err, ErrRetriesSpent)
+		assert.EqualError(t, err, "llmretry: gave up after 3 attempts, retries spent: still: tool busy")
 		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second}, tl.gaps())
 	})
 }

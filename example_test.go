@@ -181,7 +181,7 @@ func ExampleDo() {
 	// call 3: <nil>, retry in 0s
 	// 3 results <nil>
 	// call 1: no such table: ordrs, retry in 0s
-	// llmretry: call: gave up after 1 attempt: no such table: ordrs
+	// llmretry: not retryable: no such table: ordrs
 }
 
 // A Person asks whoever runs the agent whether to keep trying once retries

@@ -6,33 +6,36 @@ import (
 	"net/http"
 )
 
-// Exhausted describes a call that gave up: the question put to an Asker,
-// and the error RoundTrip returns when the last attempt got no response
-// (Do returns it whenever its last attempt failed).
+// Exhausted is the record of a call that sent no further attempt: the
+// question put to an Asker, the error RoundTrip returns when the last
+// attempt got no response (Do returns it whenever its last attempt failed),
+// and, through GaveUp, the record of a failed response RoundTrip returns.
 //
 // When the last attempt did get a response, RoundTrip returns that response
-// with a nil error instead, as a plain http.RoundTripper would; an Asker
-// still sees it here, in Response.
+// with a nil error instead, as a plain http.RoundTripper would; GaveUp finds
+// this record on it, and an Asker sees the response here, in Response.
 type Exhausted struct {
 	// Request is the caller's request (nil for Do).
 	Request *http.Request
 	// Attempts is the number of attempts made, across all rounds.
 	Attempts int
-	// Response is the last attempt's response, or nil. Its body is unread
-	// and belongs to the caller of RoundTrip; an Asker must not read or
-	// close it.
+	// Reason says why no further attempt was sent: one of ErrRetriesSpent,
+	// ErrNoTimeLeft, ErrWaitTooLong, ErrProviderRefused and
+	// ErrNotRetryable, or the context's error when the caller's context
+	// ended. An Asker is shown ErrRetriesSpent.
+	Reason error
+	// Response is the last attempt's response, or nil. Its body belongs to
+	// the caller of RoundTrip; an Asker must not read or close it.
 	Response *http.Response
 	// Err is the last attempt's error, or nil.
 	Err error
 }
 
-// Error says what was called, how many attempts were made and how the last
-// one ended. It never includes the URL's query or any header.
+// Error says why the call stopped, after how many attempts, and how the
+// last one ended. It names neither the method nor the URL (net/http's
+// *url.Error, which wraps it for an http.Client's caller, already does) and
+// never includes a header or a credential-like query value.
 func (e *Exhausted) Error() string {
-	what := "call"
-	if e.Request != nil {
-		what = e.Request.Method + " " + redactURL(e.Request.URL)
-	}
 	last := "no result"
 	switch {
 	case e.Err != nil:
@@ -40,12 +43,63 @@ func (e *Exhausted) Error() string {
 	case e.Response != nil:
 		last = e.Response.Status
 	}
-	return fmt.Sprintf("llmretry: %s: gave up after %d %s: %s", what, e.Attempts, plural(e.Attempts, "attempt"), last)
+	switch {
+	case e.Reason == ErrNotRetryable && e.Attempts <= 1:
+		return "llmretry: not retryable: " + last
+	case e.Reason == ErrNotRetryable:
+		return fmt.Sprintf("llmretry: not retryable, after %d attempts: %s", e.Attempts, last)
+	case e.Reason == nil || e.Reason == e.Err:
+		return fmt.Sprintf("llmretry: gave up after %d %s: %s", e.Attempts, plural(e.Attempts, "attempt"), last)
+	}
+	return fmt.Sprintf("llmretry: gave up after %d %s, %s: %s", e.Attempts, plural(e.Attempts, "attempt"), reasonText(e.Reason), last)
 }
 
-// Unwrap returns the last attempt's error, so that errors.Is and errors.As
-// reach the cause.
-func (e *Exhausted) Unwrap() error { return e.Err }
+// Unwrap returns the reason and the last attempt's error, so that errors.Is
+// and errors.As reach both: errors.Is(err, ErrNoTimeLeft), and the
+// underlying network error or *DownError.
+func (e *Exhausted) Unwrap() []error {
+	switch {
+	case e.Reason == nil || e.Reason == e.Err:
+		if e.Err == nil {
+			return nil
+		}
+		return []error{e.Err}
+	case e.Err == nil:
+		return []error{e.Reason}
+	}
+	return []error{e.Reason, e.Err}
+}
+
+// GaveUp returns the record of the call that ended with resp: non-nil when
+// a Transport returned resp with a failure status (400 or above) because it
+// sent no further attempt, with the attempts made and the Reason. It is nil
+// for nil, for a success, and for a response that did not come through
+// llmretry.
+//
+// The record travels with resp.Request's context, so GaveUp finds it on
+// the *http.Response that an SDK keeps in its error after reading the body
+// (openai-go's and anthropic-sdk-go's *Error.Response).
+func GaveUp(resp *http.Response) *Exhausted {
+	if resp == nil || resp.Request == nil {
+		return nil
+	}
+	e, _ := resp.Request.Context().Value(gaveUpKey{}).(*Exhausted)
+	return e
+}
+
+// gaveUpKey is the context key of the record GaveUp returns.
+type gaveUpKey struct{}
+
+// markGaveUp attaches e to resp for GaveUp: resp.Request becomes a shallow
+// copy of the request that got resp (out when the base set none), whose
+// context carries e.
+func markGaveUp(resp *http.Response, out *http.Request, e *Exhausted) {
+	r := resp.Request
+	if r == nil {
+		r = out
+	}
+	resp.Request = r.WithContext(context.WithValue(r.Context(), gaveUpKey{}, e))
+}
 
 // Asker decides, once retries run out, whether to run another round of the
 // policy's schedule. Ask is called once per round, from the goroutine that

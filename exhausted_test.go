@@ -233,22 +233,36 @@ func TestExhaustedError(t *testing.T) {
 	req := &http.Request{Method: http.MethodPost, URL: u}
 	cause := errors.New("connection refused")
 	cases := []struct {
+		name string
 		e    *Exhausted
 		want string
 	}{
-		{&Exhausted{Request: req, Attempts: 3, Err: cause}, "llmretry: POST https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…: gave up after 3 attempts: connection refused"},
-		{&Exhausted{Request: req, Attempts: 1, Response: &http.Response{Status: "503 Service Unavailable"}}, "llmretry: POST https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…: gave up after 1 attempt: 503 Service Unavailable"},
-		{&Exhausted{Attempts: 2, Err: cause}, "llmretry: call: gave up after 2 attempts: connection refused"},
-		{&Exhausted{}, "llmretry: call: gave up after 0 attempts: no result"},
-		// A nested http.Client's error quotes the whole URL.
-		{&Exhausted{Request: req, Attempts: 2, Err: &url.Error{Op: "Post", URL: u.Redacted(), Err: cause}}, `llmretry: POST https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?…: gave up after 2 attempts: Post "https://…:xxxxx@generativelanguage.googleapis.com/v1beta/models/m:generateContent?…": connection refused`},
-		{&Exhausted{Attempts: 1, Err: errors.New("tool: GET /v1/search?api_key=SECRET: 502")}, "llmretry: call: gave up after 1 attempt: tool: GET /v1/search?api_key=… 502"},
+		{"no time left", &Exhausted{Request: req, Attempts: 3, Reason: ErrNoTimeLeft, Err: cause}, "llmretry: gave up after 3 attempts, no time left before the deadline less the reserve: connection refused"},
+		{"response", &Exhausted{Request: req, Attempts: 1, Reason: ErrWaitTooLong, Response: &http.Response{Status: "429 Too Many Requests"}}, "llmretry: gave up after 1 attempt, the server asked to wait longer than MaxRetryAfter: 429 Too Many Requests"},
+		{"spent", &Exhausted{Attempts: 2, Reason: ErrRetriesSpent, Err: cause}, "llmretry: gave up after 2 attempts, retries spent: connection refused"},
+		{"refused", &Exhausted{Attempts: 1, Reason: ErrProviderRefused, Response: &http.Response{Status: "429 Too Many Requests"}}, "llmretry: gave up after 1 attempt, the provider refused: waiting will not help: 429 Too Many Requests"},
+		{"not retryable at once", &Exhausted{Attempts: 1, Reason: ErrNotRetryable, Err: errors.New("bad args")}, "llmretry: not retryable: bad args"},
+		{"not retryable later", &Exhausted{Attempts: 3, Reason: ErrNotRetryable, Err: errors.New("bad args")}, "llmretry: not retryable, after 3 attempts: bad args"},
+		{"context", &Exhausted{Attempts: 2, Reason: context.DeadlineExceeded, Err: context.DeadlineExceeded}, "llmretry: gave up after 2 attempts: context deadline exceeded"},
+		{"zero", &Exhausted{}, "llmretry: gave up after 0 attempts: no result"},
+		// A nested http.Client's error quotes the whole URL: redacted.
+		{"url.Error", &Exhausted{Request: req, Attempts: 2, Reason: ErrRetriesSpent, Err: &url.Error{Op: "Post", URL: u.Redacted(), Err: cause}}, `llmretry: gave up after 2 attempts, retries spent: Post "https://…:xxxxx@generativelanguage.googleapis.com/v1beta/models/m:generateContent?…": connection refused`},
+		{"credential in text", &Exhausted{Attempts: 1, Reason: ErrNotRetryable, Err: errors.New("tool: GET /v1/search?api_key=SECRET: 502")}, "llmretry: not retryable: tool: GET /v1/search?api_key=… 502"},
 	}
 	for _, c := range cases {
-		assert.Equal(t, c.want, c.e.Error())
-		assert.NotContains(t, c.e.Error(), "SECRET")
-		assert.NotContains(t, c.e.Error(), "pw")
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, c.e.Error())
+			assert.NotContains(t, c.e.Error(), "SECRET")
+			assert.NotContains(t, c.e.Error(), "pw")
+			assert.NotContains(t, c.e.Error(), "generativelanguage.googleapis.com/v1beta/models/m:generateContent?…:", "the URL is net/http's to quote")
+			if c.e.Reason != nil {
+				assert.ErrorIs(t, c.e, c.e.Reason)
+			}
+			if c.e.Err != nil {
+				assert.ErrorIs(t, c.e, c.e.Err)
+			}
+		})
 	}
-	assert.ErrorIs(t, cases[0].e, cause)
-	assert.NoError(t, cases[1].e.Unwrap())
+	assert.Empty(t, (&Exhausted{}).Unwrap())
+	assert.Equal(t, []error{context.Canceled}, (&Exhausted{Reason: context.Canceled, Err: context.Canceled}).Unwrap(), "the context's error once")
 }

@@ -60,7 +60,7 @@ func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
 		if c.why != stopSpent || c.p.OnExhausted == nil || ctx.Err() != nil {
 			break
 		}
-		ex := &Exhausted{Request: c.req, Attempts: c.n, Response: c.resp, Err: c.err}
+		ex := &Exhausted{Request: c.req, Attempts: c.n, Reason: ErrRetriesSpent, Response: c.resp, Err: c.err}
 		if !c.p.OnExhausted.Ask(ctx, ex) || ctx.Err() != nil {
 			break
 		}
@@ -69,28 +69,36 @@ func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
 	return c.result()
 }
 
-// result turns the loop's outcome into what the caller sees.
+// result turns the loop's outcome into what the caller sees: the last
+// response, marked with its record when it is a failure (see GaveUp), or an
+// *Exhausted error that says why the call stopped.
 func (c *call) result() (*http.Response, error) {
 	if c.cut != nil {
 		// The context ended during a wait; the last response was
 		// discarded before it.
-		return nil, &Exhausted{Request: c.req, Attempts: c.n, Err: c.cut}
+		return nil, &Exhausted{Request: c.req, Attempts: c.n, Reason: c.cut, Err: c.cut}
 	}
-	if c.err == nil {
-		switch c.why {
-		case stopSpent, stopDeadline, stopServerWait, stopProvider, stopHeld:
-			// We gave up on a response, or the provider said waiting
-			// will not help: tell SDKs above us (openai-go,
-			// anthropic-sdk-go) not to send it again.
-			c.resp.Header = c.resp.Header.Clone()
-			if c.resp.Header == nil {
-				c.resp.Header = make(http.Header)
-			}
-			c.resp.Header.Set("X-Should-Retry", "false")
+	ex := &Exhausted{Request: c.req, Attempts: c.n, Reason: c.why.reason(c.f.Context), Err: c.err}
+	if c.err != nil {
+		return nil, ex
+	}
+	switch c.why {
+	case stopSpent, stopDeadline, stopServerWait, stopProvider, stopHeld:
+		// We gave up on a response, or the provider said waiting will
+		// not help: tell SDKs above us (openai-go, anthropic-sdk-go) not
+		// to send it again. A stale AWS signature is left unmarked: the
+		// SDK above signs its own retry afresh.
+		c.resp.Header = c.resp.Header.Clone()
+		if c.resp.Header == nil {
+			c.resp.Header = make(http.Header)
 		}
-		return c.resp, nil
+		c.resp.Header.Set("X-Should-Retry", "false")
 	}
-	return nil, &Exhausted{Request: c.req, Attempts: c.n, Err: c.err}
+	if c.resp.StatusCode >= 400 {
+		ex.Response = c.resp
+		markGaveUp(c.resp, c.out, ex)
+	}
+	return c.resp, nil
 }
 
 // send makes the next attempt: a shallow copy of the first attempt's
@@ -235,7 +243,7 @@ func (c *call) classify() (stop, Evidence, time.Duration, bool) {
 	}
 	status := c.resp.StatusCode
 	if status < 400 {
-		return stopFinal, ProviderUp, 0, false // an answer
+		return stopAnswered, ProviderUp, 0, false
 	}
 	ev := ProviderUp
 	if downStatus(status) {
@@ -285,5 +293,9 @@ func (c *call) record(retryIn time.Duration, held bool) {
 	}
 	c.recorded = c.n
 	probe := c.co != nil && c.co.wasProbe
-	c.p.OnAttempt(Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: probe, Held: held})
+	a := Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: probe, Held: held}
+	if c.why != stopNone {
+		a.Stop = c.why.reason(c.f.Context)
+	}
+	c.p.OnAttempt(a)
 }

@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// stop says why a request is not retried any more.
+// stop says why a request is not retried any more; reason turns it into
+// the exported sentinel (reason.go).
 type stop int
 
 const (
 	stopNone       stop = iota // a retry follows
+	stopAnswered               // the result is an answer (a status below 400)
 	stopFinal                  // the result is not retryable
 	stopSpent                  // the schedule ran out of retries (an Asker may be asked)
 	stopDeadline               // the wait would break the deadline/reserve rule
@@ -18,29 +20,6 @@ const (
 	stopHeld                   // coordinated: the provider was down (or asked for a wait) longer than the call could wait
 	stopSigned                 // the request's AWS signature would be too old when resent
 )
-
-// String names the reason for logs and errors.
-func (s stop) String() string {
-	switch s {
-	case stopNone:
-		return "retrying"
-	case stopFinal:
-		return "not retryable"
-	case stopSpent:
-		return "retries spent"
-	case stopDeadline:
-		return "no time left before the deadline and reserve"
-	case stopServerWait:
-		return "server wait above MaxRetryAfter"
-	case stopProvider:
-		return "the provider says waiting will not help"
-	case stopHeld:
-		return "the provider was down longer than the call could wait"
-	case stopSigned:
-		return "the request's signature would be too old to resend"
-	}
-	return "unknown"
-}
 
 // retryLimit returns how many retries the schedule allows in one round: a
 // large number when only a deadline bounds them (a Waits schedule whose

@@ -20,6 +20,9 @@ import (
 //	probe         true, when the attempt was its provider key's probe
 //	held          true, when the next attempt is held until the provider
 //	              is back (see Coordination)
+//	stop          why no retry follows this attempt (the words of
+//	              Attempt.Stop: "retries spent", "no time left …"), when
+//	              none does; absent on a success
 //
 // A successful attempt is logged at slog.LevelInfo, a failed one (an error
 // or a status of 400 or above) at slog.LevelWarn; nothing is built when the
@@ -44,7 +47,7 @@ func LogAttempts(l *slog.Logger) func(Attempt) {
 		if !ok {
 			return
 		}
-		attrs := make([]slog.Attr, 0, 9)
+		attrs := make([]slog.Attr, 0, 10)
 		if a.Request != nil {
 			attrs = append(attrs, slog.String("method", a.Request.Method), slog.String("url", redactURL(a.Request.URL)))
 		}
@@ -63,6 +66,9 @@ func LogAttempts(l *slog.Logger) func(Attempt) {
 		}
 		if a.Held {
 			attrs = append(attrs, slog.Bool("held", true))
+		}
+		if a.Stop != nil {
+			attrs = append(attrs, slog.String("stop", reasonText(a.Stop)))
 		}
 		logger.LogAttrs(ctx, level, "llmretry attempt", attrs...)
 	}

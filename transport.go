@@ -143,7 +143,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer cc.leave()
 		if err := cc.admitFirst(ctx); err != nil {
 			closeBody(out)
-			return nil, &Exhausted{Request: req, Err: err}
+			return nil, &Exhausted{Request: req, Reason: heldReason(ctx, err), Err: err}
 		}
 	}
 	resp, err := normalize(base.RoundTrip(out))

@@ -175,7 +175,7 @@ func TestLangchainExhausted(t *testing.T) {
 		{client: "openai", label: "conn refused", failure: connRefused(), want: "network error: failed to reach API server"},
 		{client: "anthropic", label: "502", failure: badGateway(), want: "anthropic: failed to create message: API returned unexpected status code: 502"},
 		{client: "anthropic", label: "529", failure: anthropicError(529, "overloaded_error", "Overloaded"), want: "anthropic: failed to create message: API returned unexpected status code: 529: Overloaded"},
-		{client: "anthropic", label: "conn refused", failure: connRefused(), want: "anthropic: failed to create message: send request: Post \"" + fakeAnthropicV1 + "/messages\": llmretry: POST " + fakeAnthropicV1 + "/messages: gave up after 3 attempts", chain: true},
+		{client: "anthropic", label: "conn refused", failure: connRefused(), want: "anthropic: failed to create message: send request: Post \"" + fakeAnthropicV1 + "/messages\": llmretry: gave up after 3 attempts, retries spent", chain: true},
 	}
 	clients := map[string]lcClient{}
 	for _, c := range lcClients() {
