@@ -28,7 +28,7 @@ type limits struct {
 func limitsOf(ctx context.Context, p *Policy, req *http.Request) limits {
 	var l limits
 	if deadline, ok := ctx.Deadline(); ok {
-		l.giveUp = deadline.Add(-p.Reserve)
+		l.giveUp = deadline.Add(-p.reserveFor(time.Until(deadline)))
 	}
 	if req == nil {
 		return l

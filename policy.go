@@ -8,8 +8,10 @@ import (
 
 // Defaults applied where a Policy field is zero.
 const (
-	// DefaultReserve is the time that must remain before a request's
-	// deadline after a wait, when Policy.Reserve is zero.
+	// DefaultReserve is the most time that must remain before a request's
+	// deadline after a wait, when Policy.Reserve is zero: the reserve is
+	// then the lesser of DefaultReserve and a fifth of the time the
+	// request's deadline leaves when the call starts.
 	DefaultReserve = 60 * time.Second
 	// DefaultMaxRetries is the number of retries after the first try when
 	// Policy.Waits is empty and Policy.MaxRetries is zero.
@@ -27,10 +29,12 @@ const (
 // The zero Policy is ready to use: up to 6 retries after the first try,
 // each after a random wait of up to 1 s, 2 s, 4 s, … capped at 60 s
 // (exponential backoff with full jitter); a wait is taken only if, after it,
-// at least 60 s remain before the request's context deadline; server waits
-// (Retry-After, retry-after-ms) of up to 5 minutes are honoured; streamed
-// requests are not retried; when retries run out the last result is
-// returned (nobody is asked).
+// a reserve remains before the request's context deadline (60 s under a
+// deadline of 5 minutes or more, a fifth of the time left under a shorter
+// one: 6 s of a 30-s deadline); server waits (Retry-After, retry-after-ms)
+// of up to 5 minutes are honoured; an attempt may wait for its response as
+// long as the deadline allows; streamed requests are not retried; when
+// retries run out the last result is returned (nobody is asked).
 //
 // A Policy is a value: the Transport keeps its own copy (including a copy of
 // Waits), so changing a Policy after passing it to New or WithPolicy has no
@@ -45,8 +49,11 @@ type Policy struct {
 	Waits []time.Duration
 	// Reserve is the time that must remain before the request's context
 	// deadline after a wait: a wait is taken only if
-	// now + wait + Reserve <= deadline. Zero means DefaultReserve (60 s).
-	// It has no effect on requests without a deadline.
+	// now + wait + Reserve <= deadline, and no read or hold goes past
+	// deadline − Reserve. Zero means the lesser of DefaultReserve (60 s)
+	// and a fifth of the time the deadline leaves when the call starts,
+	// so a short deadline (an http.Client's 30-s Timeout) still leaves
+	// room to retry. It has no effect on requests without a deadline.
 	Reserve time.Duration
 	// MaxRetries is the number of retries after the first try (retries, not
 	// attempts). Zero means DefaultMaxRetries (6) when Waits is empty; with
@@ -60,10 +67,43 @@ type Policy struct {
 	// response asking for longer ends retrying at once and is returned.
 	// Zero means DefaultMaxRetryAfter (5 minutes).
 	MaxRetryAfter time.Duration
+	// AttemptTimeout is the longest one attempt may wait for its response
+	// headers, counted from when it is sent (its request body's upload
+	// included). An attempt past it is abandoned (its connection closed)
+	// and counts as a failed connection: it is retried, and it is evidence
+	// that the provider is down. Zero means no bound but the deadline's.
+	//
+	// A model call that does not stream gets its headers only after the
+	// whole answer is generated, which may take minutes: set it above the
+	// longest generation you expect, or use streams, whose headers come at
+	// once.
+	AttemptTimeout time.Duration
 	// RetryStreams makes requests detected as streams retryable like any
 	// other. By default a streamed request is sent once and its first
 	// result returned as it is. See IsStream.
+	//
+	// A stream is retried only until it is committed: when the Transport
+	// hands its response to the caller, nothing of it is ever resent. With
+	// RetryStreams, a 2xx text/event-stream response is read ahead, before
+	// it is handed over, to the first event that carries content; if that
+	// event is an error instead (Anthropic's overloaded_error, api_error
+	// and rate_limit_error, OpenAI's error chunks and Responses error
+	// events, Gemini's errors) the attempt counts as the status it stands
+	// for (529, 500, 429, with any wait it states) and is retried. The
+	// caller reads exactly the bytes the provider sent, from the first.
+	// Bedrock's binary event stream is handed over untouched.
 	RetryStreams bool
+	// FirstEventTimeout bounds the wait for a stream's first event that
+	// carries content, counted from its response headers, when the policy
+	// retries streams: an attempt past it is abandoned and retried. Zero
+	// means no bound but the deadline's.
+	FirstEventTimeout time.Duration
+	// StreamIdleTimeout makes a stream the caller reads (a 2xx
+	// text/event-stream or AWS event-stream response) end with an error
+	// from Body.Read, never a clean end, when no byte arrives for longer:
+	// a stall is never taken for a truncated answer. It is not retried:
+	// bytes of it have reached the caller. Zero means no bound.
+	StreamIdleTimeout time.Duration
 	// OnAttempt, if set, is called once per attempt, after the attempt ends
 	// and before any wait. It must not read or close Attempt.Response.Body.
 	OnAttempt func(Attempt)
@@ -99,15 +139,22 @@ func (p Policy) Validate() error {
 	if p.MaxRetryAfter < 0 {
 		errs = append(errs, fmt.Errorf("llmretry: Policy.MaxRetryAfter is negative (%v)", p.MaxRetryAfter))
 	}
+	if p.AttemptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("llmretry: Policy.AttemptTimeout is negative (%v)", p.AttemptTimeout))
+	}
+	if p.FirstEventTimeout < 0 {
+		errs = append(errs, fmt.Errorf("llmretry: Policy.FirstEventTimeout is negative (%v)", p.FirstEventTimeout))
+	}
+	if p.StreamIdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("llmretry: Policy.StreamIdleTimeout is negative (%v)", p.StreamIdleTimeout))
+	}
 	return errors.Join(errs...)
 }
 
 // resolved returns a copy of p with its defaults filled in and Waits
-// copied, so that the caller's slice can change without affecting us.
+// copied, so that the caller's slice can change without affecting us. A
+// zero Reserve stays zero: it depends on each call's deadline (reserveFor).
 func (p Policy) resolved() Policy {
-	if p.Reserve == 0 {
-		p.Reserve = DefaultReserve
-	}
 	if p.MaxRetries == 0 && len(p.Waits) == 0 {
 		p.MaxRetries = DefaultMaxRetries
 	}
@@ -121,4 +168,14 @@ func (p Policy) resolved() Policy {
 		p.Waits = append([]time.Duration(nil), p.Waits...)
 	}
 	return p
+}
+
+// reserveFor returns the reserve of a call whose deadline leaves left when
+// it starts: the policy's Reserve, or, when that is zero, the lesser of
+// DefaultReserve and a fifth of left.
+func (p *Policy) reserveFor(left time.Duration) time.Duration {
+	if p.Reserve != 0 {
+		return p.Reserve
+	}
+	return max(0, min(DefaultReserve, left/5))
 }

@@ -29,6 +29,7 @@ type call struct {
 
 	resp   *http.Response // the latest attempt's result
 	err    error
+	event  *firstEvent   // the error a 2xx stream opened with; nil if none
 	fault  bool          // err is the request's own (its body, GetBody, a malformed request)
 	wait   time.Duration // the wait decide chose, for the loop
 	server time.Time     // when the latest server wait ends; zero if none
@@ -94,11 +95,11 @@ func (c *call) result() (*http.Response, error) {
 		}
 		c.resp.Header.Set("X-Should-Retry", "false")
 	}
-	if c.resp.StatusCode >= 400 {
+	if c.resp.StatusCode >= 400 || c.event != nil {
 		ex.Response = c.resp
 		markGaveUp(c.resp, c.out, ex)
 	}
-	return c.resp, nil
+	return c.p.handOver(c.resp), nil
 }
 
 // send makes the next attempt: a shallow copy of the first attempt's
@@ -125,8 +126,13 @@ func (c *call) send() {
 	}
 	c.n++
 	c.out = out
-	c.resp, c.err = normalize(c.base.RoundTrip(out))
-	c.fault = false
+	c.resp, c.err = c.p.roundTrip(c.base, out)
+	c.fault, c.event = false, nil
+	if c.err == nil && c.p.guardsOpening(c.resp) {
+		if c.event, c.err = c.p.opening(c.resp, c.lim); c.err != nil {
+			c.resp = nil
+		}
+	}
 }
 
 // decide runs after every attempt, as the retry loop's CheckRetry: it says
@@ -143,7 +149,7 @@ func (c *call) decide() bool {
 	}
 	why, ev, serverWait, hasServerWait := c.classify()
 	sched, schedOK := c.p.scheduleWait(c.retries+1, c.lim.hasDeadline())
-	if why == stopNone && c.resp != nil && readableBody(c.resp.Header.Get("Content-Type")) {
+	if why == stopNone && c.resp != nil && c.event == nil && readableBody(c.resp.Header.Get("Content-Type")) {
 		// Quota bodies and Gemini's RetryInfo only matter for a status we
 		// would retry, in a body that can carry them, if a retry (or an
 		// Asker's round) could still follow; the read may take only the
@@ -169,7 +175,7 @@ func (c *call) decide() bool {
 	now := time.Now()
 	held := false
 	if c.co != nil {
-		held = c.co.report(c.f.Context, ev, reasonOf(c.resp, c.err), serverWait, hasServerWait, now)
+		held = c.co.report(c.f.Context, ev, c.failure(), serverWait, hasServerWait, now)
 	}
 	var wait time.Duration
 	if why == stopNone {
@@ -242,6 +248,9 @@ func (c *call) classify() (stop, Evidence, time.Duration, bool) {
 		return stopNone, ProviderDown, 0, false
 	}
 	status := c.resp.StatusCode
+	if c.event != nil {
+		status = c.event.status() // a 2xx stream that opened with an error
+	}
 	if status < 400 {
 		return stopAnswered, ProviderUp, 0, false
 	}
@@ -251,6 +260,9 @@ func (c *call) classify() (stop, Evidence, time.Duration, bool) {
 	}
 	h := c.resp.Header
 	sig := readSignal(status, h, nil) // x-should-retry, no body yet
+	if c.event != nil && c.event.final {
+		sig.final = true
+	}
 	switch {
 	case sig.final:
 		return stopProvider, ProviderUp, 0, false
@@ -262,7 +274,19 @@ func (c *call) classify() (stop, Evidence, time.Duration, bool) {
 		return stopFinal, ev, 0, false
 	}
 	serverWait, hasServerWait := RetryAfter(h, time.Now())
+	if c.event != nil && c.event.hasWait && !hasServerWait {
+		serverWait, hasServerWait = c.event.wait, true
+	}
 	return stopNone, ev, serverWait, hasServerWait
+}
+
+// failure names the latest attempt's failure for its key's shared facts:
+// its status or transport failure, or the error its stream opened with.
+func (c *call) failure() string {
+	if c.event != nil {
+		return c.event.describe()
+	}
+	return reasonOf(c.resp, c.err)
 }
 
 // streamHeld reports whether the request is a stream that the policy does

@@ -146,8 +146,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, &Exhausted{Request: req, Reason: heldReason(ctx, err), Err: err}
 		}
 	}
-	resp, err := normalize(base.RoundTrip(out))
-	if err == nil && resp.StatusCode < 400 {
+	resp, err := p.roundTrip(base, out)
+	var ev *firstEvent
+	if err == nil && resp.StatusCode < 400 && p.guardsResponses() {
+		if p.guardsOpening(resp) {
+			if ev, err = p.opening(resp, limitsOf(ctx, p, req)); err != nil {
+				resp = nil
+			}
+		}
+	}
+	if err == nil && resp.StatusCode < 400 && ev == nil {
 		probe := false
 		if cc != nil {
 			probe = cc.wasProbe
@@ -156,10 +164,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if p.OnAttempt != nil {
 			p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp, Probe: probe})
 		}
-		return resp, nil
+		return p.handOver(resp), nil
 	}
 	c := newCall(f, base, p, req, out, getBody)
-	c.co = cc
+	c.co, c.event = cc, ev
 	return c.run(resp, err)
 }
 
