@@ -62,7 +62,7 @@ func TestCoordinatedDownLapses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newFlaky(fail(502), 20*time.Millisecond, window{0, 200 * time.Millisecond})
 		var h holds
-		rt, err := NewCoordinated(p, Policy{OnHold: h.on}, Coordination{})
+		rt, err := NewCoordinated(p, Policy{Reserve: time.Minute, OnHold: h.on}, Coordination{})
 		require.NoError(t, err)
 		// 30 s of deadline, 60 s of reserve: no retry fits, the 502 is
 		// returned and the key is down with nobody to probe it.

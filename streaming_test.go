@@ -300,18 +300,23 @@ func TestStreamRetriedWithRetryStreams(t *testing.T) {
 	})
 }
 
-// A 2xx event stream is handed back untouched: the very body the base
-// returned, not read or closed by the Transport, with or without a retry
-// before it.
+// A 2xx event stream is handed back untouched when the policy does not
+// retry streams: the very body the base returned, not read or closed by
+// the Transport. With RetryStreams its opening is read ahead (the stream
+// guard), and the caller still reads every byte the provider sent, from
+// the first, with or without a retry before it.
 func TestStreamResponseHandedBackUntouched(t *testing.T) {
-	for _, failFirst := range []bool{false, true} {
-		t.Run(fmt.Sprintf("after a failure %v", failFirst), func(t *testing.T) {
+	for _, c := range []struct {
+		retryStreams, failFirst bool
+	}{{false, false}, {true, false}, {true, true}} {
+		t.Run(fmt.Sprintf("retry streams %v, after a failure %v", c.retryStreams, c.failFirst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sse := &readRecorder{Reader: strings.NewReader("data: {\"delta\":\"hi\"}\n\n")}
+				const stream = "data: {\"delta\":\"hi\"}\n\ndata: {\"delta\":\" there\"}\n\n"
+				sse := &readRecorder{Reader: strings.NewReader(stream)}
 				var calls int
 				base := funcBase(func(r *http.Request) (*http.Response, error) {
 					calls++
-					if failFirst && calls == 1 {
+					if c.failFirst && calls == 1 {
 						return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("busy")), Request: r}, nil
 					}
 					h := http.Header{}
@@ -320,17 +325,20 @@ func TestStreamResponseHandedBackUntouched(t *testing.T) {
 				})
 				req := streamRequest(t, testURL, `{"model":"m","stream":true}`)
 				req.Header.Set("Accept", "text/event-stream")
-				resp, err := mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, RetryStreams: true}).RoundTrip(req)
+				resp, err := mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, RetryStreams: c.retryStreams}).RoundTrip(req)
 				require.NoError(t, err)
 				assert.Equal(t, 200, resp.StatusCode)
-				assert.True(t, resp.Body == io.ReadCloser(sse), "the base's own body object")
 				reads, closes := sse.counts()
-				assert.Zero(t, reads, "not a byte of the stream read by the Transport")
+				if !c.retryStreams {
+					assert.True(t, resp.Body == io.ReadCloser(sse), "the base's own body object")
+					assert.Zero(t, reads, "not a byte of the stream read by the Transport")
+				}
 				assert.Zero(t, closes)
 				assert.Empty(t, resp.Header.Values("X-Should-Retry"))
-				assert.Equal(t, "data: {\"delta\":\"hi\"}\n\n", bodyOf(t, resp))
+				assert.Nil(t, GaveUp(resp))
+				assert.Equal(t, stream, bodyOf(t, resp))
 				want := 1
-				if failFirst {
+				if c.failFirst {
 					want = 2
 				}
 				assert.Equal(t, want, calls)
