@@ -1,0 +1,227 @@
+package llmretry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every stop says why: each reason through RoundTrip (a response given up
+// on carries its record, found by GaveUp; an error is an *Exhausted whose
+// Reason errors.Is finds, through an http.Client's *url.Error too), with
+// the last attempt's Stop saying the same.
+func TestEveryStopSaysWhy(t *testing.T) {
+	cases := []struct {
+		name     string
+		script   []step
+		policy   Policy
+		deadline time.Duration // zero: none
+		want     error
+		attempts int
+		status   int // the response returned; 0 for an error
+	}{
+		{"retries spent, a response", []step{fail(502)}, Policy{Waits: []time.Duration{time.Second}}, 0, ErrRetriesSpent, 2, 502},
+		{"retries spent, an error", []step{refused}, Policy{Waits: []time.Duration{time.Second}}, 0, ErrRetriesSpent, 2, 0},
+		{"no time left", []step{fail(503)}, Policy{Waits: []time.Duration{3 * time.Second}, Reserve: 5 * time.Second}, 10 * time.Second, ErrNoTimeLeft, 2, 503},
+		{"no time left, an error", []step{refused}, Policy{Waits: []time.Duration{3 * time.Second}, Reserve: 5 * time.Second}, 10 * time.Second, ErrNoTimeLeft, 2, 0},
+		{"wait too long", []step{fail(429, "Retry-After", "86400")}, Policy{}, 0, ErrWaitTooLong, 1, 429},
+		{"provider refused", []step{fail(429, "X-Should-Retry", "false")}, Policy{}, 0, ErrProviderRefused, 1, 429},
+		{"spent quota", []step{{status: 429, header: http.Header{"Content-Type": {"application/json"}}, body: `{"error":{"type":"insufficient_quota","code":"insufficient_quota"}}`}}, Policy{}, 0, ErrProviderRefused, 1, 429},
+		{"not retryable status", []step{fail(400)}, Policy{}, 0, ErrNotRetryable, 1, 400},
+		{"not retryable error", []step{{err: Permanent(errors.New("refused by policy"))}}, Policy{}, 0, ErrNotRetryable, 1, 0},
+		{"not retryable after retries", []step{fail(503), fail(404)}, Policy{Waits: []time.Duration{time.Second}}, 0, ErrNotRetryable, 2, 404},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(c.script...)
+				var rec recorder
+				c.policy.OnAttempt = rec.on
+				ctx := context.Background()
+				if c.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, c.deadline)
+					defer cancel()
+				}
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+				require.NoError(t, err)
+				req.Header.Set("Authorization", "Bearer sk-secret")
+				client := &http.Client{Transport: mustNew(t, prov.mock, c.policy)}
+				resp, err := client.Do(req)
+				assert.Equal(t, c.attempts, prov.attempts())
+				require.Len(t, rec.attempts, c.attempts)
+				last := rec.attempts[len(rec.attempts)-1]
+				assert.ErrorIs(t, last.Stop, c.want, "the last attempt's Stop")
+				for _, a := range rec.attempts[:len(rec.attempts)-1] {
+					assert.Nil(t, a.Stop, "a retry followed attempt %d", a.N)
+				}
+				if c.status == 0 {
+					require.Error(t, err)
+					assert.ErrorIs(t, err, c.want)
+					var ex *Exhausted
+					require.ErrorAs(t, err, &ex)
+					assert.Equal(t, c.attempts, ex.Attempts)
+					assert.Contains(t, err.Error(), reasonText(c.want))
+					assert.NotContains(t, err.Error(), "sk-secret")
+					assert.Equal(t, 1, strings.Count(err.Error(), "api.example.test"), "the URL once, quoted by net/http: %s", err)
+					return
+				}
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				assert.Equal(t, c.status, resp.StatusCode)
+				ex := GaveUp(resp)
+				require.NotNil(t, ex, "the record travels with the response")
+				assert.ErrorIs(t, ex.Reason, c.want)
+				assert.Equal(t, c.attempts, ex.Attempts)
+				assert.Same(t, resp, ex.Response)
+				assert.Equal(t, resp.Request.URL.String(), testURL)
+			})
+		})
+	}
+}
+
+// GaveUp is nil for what did not give up, and for what did not come
+// through llmretry.
+func TestGaveUpNil(t *testing.T) {
+	assert.Nil(t, GaveUp(nil))
+	assert.Nil(t, GaveUp(&http.Response{StatusCode: 502}))
+	req, err := http.NewRequest(http.MethodGet, testURL, nil)
+	require.NoError(t, err)
+	assert.Nil(t, GaveUp(&http.Response{StatusCode: 502, Request: req}))
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(502), ok)
+		resp, err := post(t, mustNew(t, prov.mock, Policy{}), context.Background())
+		require.NoError(t, err)
+		assert.Nil(t, GaveUp(resp), "an answer after a retry")
+		assert.Equal(t, 200, resp.StatusCode)
+	})
+}
+
+// The caller's context ending is the reason, whatever else was true.
+func TestStopReasonIsTheContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(503))
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(1500*time.Millisecond, cancel)
+		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, time.Second}}), ctx)
+		assert.Nil(t, resp)
+		assert.ErrorIs(t, err, context.Canceled)
+		var ex *Exhausted
+		require.ErrorAs(t, err, &ex)
+		assert.Equal(t, context.Canceled, ex.Reason)
+		assert.Equal(t, "llmretry: gave up after 2 attempts: context canceled", err.Error())
+	})
+}
+
+// Do says why as RoundTrip does: a Permanent error is "not retryable", not
+// "gave up".
+func TestDoStopReasons(t *testing.T) {
+	busy := errors.New("busy")
+	cases := []struct {
+		name     string
+		policy   Policy
+		deadline time.Duration
+		err      error
+		want     error
+		calls    int
+		text     string
+	}{
+		{"spent", Policy{Waits: []time.Duration{time.Second}}, 0, busy, ErrRetriesSpent, 2, "llmretry: gave up after 2 attempts, retries spent: busy"},
+		{"no time left", Policy{Waits: []time.Duration{3 * time.Second}, Reserve: 5 * time.Second}, 10 * time.Second, busy, ErrNoTimeLeft, 2, "llmretry: gave up after 2 attempts, no time left before the deadline less the reserve: busy"},
+		{"permanent", Policy{}, 0, Permanent(errors.New("bad args")), ErrNotRetryable, 1, "llmretry: not retryable: bad args"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				if c.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, c.deadline)
+					defer cancel()
+				}
+				var rec recorder
+				c.policy.OnAttempt = rec.on
+				calls := 0
+				_, err := Do(ctx, c.policy, func(context.Context) (int, error) { calls++; return 0, c.err })
+				assert.Equal(t, c.calls, calls)
+				assert.ErrorIs(t, err, c.want)
+				assert.ErrorIs(t, err, c.err)
+				assert.EqualError(t, err, c.text)
+				require.Len(t, rec.attempts, c.calls)
+				assert.ErrorIs(t, rec.attempts[c.calls-1].Stop, c.want)
+			})
+		})
+	}
+}
+
+// A coordinated give-up (the key down for longer than the call can wait)
+// is ErrNoTimeLeft, and still a *DownError.
+func TestCoordinatedGiveUpReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(529), time.Second, window{0, time.Hour})
+		rt, err := NewCoordinated(p, Policy{Waits: hostWaits, Reserve: time.Minute}, Coordination{ProbeInterval: 20 * time.Second})
+		require.NoError(t, err)
+		results := callMany(t, rt, p.start, 2, 30*time.Second, 3*time.Minute, nil)
+		for i, r := range results {
+			assert.ErrorIs(t, r.err, ErrNoTimeLeft, "call %d", i)
+			var down *DownError
+			assert.ErrorAs(t, r.err, &down, "call %d", i)
+			assert.Contains(t, r.err.Error(), "no time left", "call %d", i)
+		}
+	})
+}
+
+// The zero Policy retries under an http.Client's 30-s Timeout (and a 30-s
+// context): a reserve of 60 s would have left no room for any retry.
+func TestZeroPolicyRetriesUnderAShortDeadline(t *testing.T) {
+	for _, viaContext := range []bool{false, true} {
+		t.Run(map[bool]string{false: "client timeout", true: "context deadline"}[viaContext], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(fail(502), fail(502), ok)
+				client := &http.Client{Transport: mustNew(t, prov.mock, Policy{})}
+				ctx := context.Background()
+				if viaContext {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+					defer cancel()
+				} else {
+					client.Timeout = 30 * time.Second
+				}
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+				require.NoError(t, err)
+				resp, err := client.Do(req)
+				require.NoError(t, err)
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.Equal(t, `{"answer":42}`, bodyOf(t, resp))
+				assert.Equal(t, 3, prov.attempts())
+			})
+		})
+	}
+}
+
+// The zero Reserve scales with the deadline: a fifth of the time left,
+// never more than DefaultReserve; an explicit Reserve keeps its meaning.
+func TestReserveFor(t *testing.T) {
+	cases := []struct {
+		reserve, left, want time.Duration
+	}{
+		{0, 30 * time.Second, 6 * time.Second},
+		{0, 2 * time.Minute, 24 * time.Second},
+		{0, 5 * time.Minute, DefaultReserve},
+		{0, time.Hour, DefaultReserve},
+		{0, -time.Second, 0},
+		{10 * time.Second, 30 * time.Second, 10 * time.Second},
+		{2 * time.Minute, 30 * time.Second, 2 * time.Minute},
+	}
+	for _, c := range cases {
+		p := Policy{Reserve: c.reserve}
+		assert.Equal(t, c.want, p.reserveFor(c.left), "Reserve %v, %v left", c.reserve, c.left)
+	}
+}
