@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // memBase answers every request in memory, reading the request body as a
@@ -122,8 +124,8 @@ func TestSuccessPathCost(t *testing.T) {
 	bare := testing.AllocsPerRun(200, send(memBase{}))
 	wrapped := testing.AllocsPerRun(200, send(rt))
 	coordinated := testing.AllocsPerRun(200, send(co))
-	if extra := wrapped - bare; extra > 6 {
-		t.Errorf("success path costs %.0f allocations more than the bare transport; the target is at most 6", extra)
+	if extra := wrapped - bare; extra > 2 {
+		t.Errorf("success path costs %.0f allocations more than the bare transport; the target is at most 2", extra)
 	}
 	if extra := coordinated - bare; extra > 4 {
 		t.Errorf("coordinated success path costs %.0f allocations more than the bare transport; the target is at most 4", extra)
@@ -174,5 +176,73 @@ func BenchmarkSuccessPathParallel(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// sseMemBase answers every request in memory with a healthy Anthropic
+// stream: its preamble, a ping, the first text delta and the end.
+type sseMemBase struct{}
+
+func (sseMemBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	h := http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Body: io.NopCloser(strings.NewReader(anthropicGood)), Request: req}, nil
+}
+
+// streamPolicies are the policies a healthy stream is measured under.
+var streamPolicies = []struct {
+	name string
+	p    Policy
+}{
+	{"New", Policy{}},
+	{"RetryStreams", Policy{RetryStreams: true}},
+	{"RetryStreams+timeouts", Policy{RetryStreams: true, AttemptTimeout: time.Minute, FirstEventTimeout: time.Minute, StreamIdleTimeout: time.Minute}},
+}
+
+// BenchmarkHealthyStream compares a healthy stream read to its end through
+// the bare base and through llmretry with and without the stream guard.
+func BenchmarkHealthyStream(b *testing.B) {
+	b.Run("bare", func(b *testing.B) { benchmarkSuccess(b, sseMemBase{}, "http://mem.test/v1/messages") })
+	for _, sp := range streamPolicies {
+		rt, err := New(sseMemBase{}, sp.p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(sp.name, func(b *testing.B) { benchmarkSuccess(b, rt, "http://mem.test/v1/messages") })
+	}
+}
+
+// TestHealthyStreamCost holds the stream guard to a few allocations over
+// the bare transport for a healthy stream read to its end: RetryStreams
+// costs its read-ahead buffer and the body that replays it (2 over New);
+// each opt-in timeout costs its timer, and AttemptTimeout the attempt's
+// own context and a body that ends it.
+func TestHealthyStreamCost(t *testing.T) {
+	send := func(rt http.RoundTripper) func() {
+		return func() {
+			req, _ := benchRequest("http://mem.test/v1/messages")
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	bare := testing.AllocsPerRun(200, send(sseMemBase{}))
+	limits := map[string]float64{"New": 2, "RetryStreams": 4, "RetryStreams+timeouts": 16}
+	for _, sp := range streamPolicies {
+		rt, err := New(sseMemBase{}, sp.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := testing.AllocsPerRun(200, send(rt))
+		if extra := got - bare; extra > limits[sp.name] {
+			t.Errorf("%s: a healthy stream costs %.0f allocations more than bare; the target is at most %.0f", sp.name, extra, limits[sp.name])
+		}
+		t.Logf("allocs/op: bare %.0f, %s %.0f", bare, sp.name, got)
 	}
 }

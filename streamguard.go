@@ -77,29 +77,25 @@ func (p *Policy) guardsOpening(resp *http.Response) bool {
 // what was read ahead, then the rest.
 func (p *Policy) opening(resp *http.Response, lim limits) (*firstEvent, error) {
 	body := resp.Body
-	var bound *boundError
-	d := p.FirstEventTimeout
+	d, name := p.FirstEventTimeout, "Policy.FirstEventTimeout"
 	if latest := lim.latest(); !latest.IsZero() {
 		if left := time.Until(latest); d <= 0 || left < d {
-			d = max(left, 0)
-			bound = &boundError{what: "no first event", name: "the call's deadline less its reserve", d: d}
+			d, name = max(left, 0), "the call's deadline less its reserve"
 		}
 	}
-	if bound == nil && d > 0 {
-		bound = &boundError{what: "no first event", name: "Policy.FirstEventTimeout", d: d}
-	}
-	var fired atomic.Bool
+	var fired *atomic.Bool
 	var timer *time.Timer
-	if bound != nil {
+	if d > 0 || name != "Policy.FirstEventTimeout" {
+		fired = new(atomic.Bool)
 		timer = time.AfterFunc(d, func() {
 			fired.Store(true)
 			body.Close()
 		})
 	}
 	read, ev, err := scanFirstEvent(body, openingLimit)
-	if timer != nil && !timer.Stop() || fired.Load() {
+	if timer != nil && (!timer.Stop() || fired.Load()) {
 		body.Close()
-		return nil, bound
+		return nil, &boundError{what: "no first event", name: name, d: d}
 	}
 	if err != nil {
 		body.Close()
@@ -107,7 +103,8 @@ func (p *Policy) opening(resp *http.Response, lim limits) (*firstEvent, error) {
 	}
 	resp.Body = &openedBody{buf: read, rc: body}
 	if ev.failed() {
-		return &ev, nil
+		failed := ev // only a failure's verdict goes to the heap
+		return &failed, nil
 	}
 	return nil, nil
 }

@@ -274,3 +274,28 @@ func TestStreamGuardOverLoopback(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, 2, attempts)
 }
+
+// The guard waits for the first event that decides and not a byte more:
+// a stream whose first delta comes at once and the rest 10 s later is
+// handed over at once.
+func TestStreamGuardAddsNoLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		base := funcBase(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
+		go func() {
+			io.WriteString(pw, anthropicPreamble+"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n")
+			time.Sleep(10 * time.Second)
+			io.WriteString(pw, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+			pw.Close()
+		}()
+		start := time.Now()
+		resp, err := mustNew(t, base, Policy{RetryStreams: true, FirstEventTimeout: time.Minute}).RoundTrip(streamRequest(t, testURL, `{"stream":true}`))
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "handed over at its first delta")
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.True(t, strings.HasSuffix(string(b), "message_stop\"}\n\n"))
+		assert.Equal(t, 10*time.Second, time.Since(start))
+		resp.Body.Close()
+	})
+}
