@@ -260,3 +260,100 @@ func ExampleLogAttempts() {
 	// level=WARN msg="llmretry attempt" method=POST url=https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent?… attempt=1 status=503 retry_in=10ms
 	// level=INFO msg="llmretry attempt" method=POST url=https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent?… attempt=2 status=200
 }
+
+// The README's first snippet, run: an agent's model calls under a turn of
+// 8 minutes, streams included. The provider here answers a stream whose
+// first event is Anthropic's overloaded_error, then a good one; the caller
+// reads only the good stream. (The README's waits are minutes; here they
+// are milliseconds.)
+func Example_agentTurn() {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if calls.Add(1) == 1 {
+			fmt.Fprint(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+			return
+		}
+		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n")
+	}))
+	defer srv.Close()
+
+	rt, err := llmretry.New(nil, llmretry.Policy{
+		Waits:             []time.Duration{15 * time.Millisecond, 45 * time.Millisecond, 120 * time.Millisecond},
+		Reserve:           time.Minute,      // keep a minute of the turn for the host
+		AttemptTimeout:    90 * time.Second, // a silent provider costs 90 s, not the turn
+		RetryStreams:      true,             // retry a stream until a byte of it reaches the caller
+		FirstEventTimeout: 30 * time.Second, // a stream that never starts is abandoned and retried
+		StreamIdleTimeout: time.Minute,      // a stream that stalls ends with an error, not a short answer
+		OnAttempt: func(a llmretry.Attempt) {
+			fmt.Printf("attempt %d: %s\n", a.N, a.Response.Status)
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := &http.Client{Transport: rt}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // the turn's deadline
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/messages", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%s", b)
+	// Output:
+	// attempt 1: 200 OK
+	// attempt 2: 200 OK
+	// event: content_block_delta
+	// data: {"type":"content_block_delta","delta":{"type":"text_delta","text":"Hello"}}
+}
+
+// GaveUp reads the record off a failure response the Transport returned,
+// here a 429 whose Retry-After is longer than the policy honours; through
+// an SDK, pass it the *http.Response in the SDK's error.
+func ExampleGaveUp() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "86400")
+		http.Error(w, `{"error":{"message":"daily quota"}}`, http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+
+	rt, err := llmretry.New(nil, llmretry.Policy{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: rt}).Post(srv.URL, "application/json", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ex := llmretry.GaveUp(resp); ex != nil {
+		fmt.Println(ex.Attempts, errors.Is(ex.Reason, llmretry.ErrWaitTooLong))
+		fmt.Println(ex)
+	}
+	// Output:
+	// 1 true
+	// llmretry: gave up after 1 attempt, the server asked to wait longer than MaxRetryAfter: 429 Too Many Requests
+}
+
+// errors.Is tells why a call stopped, through net/http's *url.Error.
+func ExampleErrNoTimeLeft() {
+	srv := flakyProvider(100) // down for longer than the turn
+	defer srv.Close()
+	srv.Listener.Close() // and refusing connections
+
+	rt, err := llmretry.New(nil, llmretry.Policy{Waits: []time.Duration{100 * time.Millisecond}, Reserve: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5300*time.Millisecond) // 300 ms to retry in
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	_, err = (&http.Client{Transport: rt}).Do(req)
+	fmt.Println(errors.Is(err, llmretry.ErrNoTimeLeft))
+	// Output:
+	// true
+}
