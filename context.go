@@ -1,6 +1,9 @@
 package llmretry
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // ctxKey is the one context key this package uses, for both a per-request
 // policy (WithPolicy) and the mark of a request that is inside a retrying
@@ -69,7 +72,8 @@ type attemptKey struct{}
 // marked as inside a retrying call (so that llmretry layers below pass the
 // request through), numbered 1 for AttemptFromContext.
 type flight struct {
-	context.Context // the caller's
+	context.Context           // the caller's
+	start           time.Time // when the call started; zero unless its policy's Reserve is
 }
 
 // Value returns the mark and the attempt number; other keys are the

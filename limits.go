@@ -23,12 +23,23 @@ type limits struct {
 	signed time.Time // the signature's expiry; zero if not SigV4-signed
 }
 
-// limitsOf returns the limits of a call with context ctx, policy p (resolved)
-// and request req (nil for Do's calls, which sign nothing).
+// limitsOf returns the limits of a call starting now with context ctx,
+// policy p (resolved) and request req (nil for Do's calls, which sign
+// nothing).
 func limitsOf(ctx context.Context, p *Policy, req *http.Request) limits {
+	return limitsFrom(ctx, p, req, time.Time{})
+}
+
+// limitsFrom returns the limits of a call that started at start (zero:
+// now), whose default reserve is a share of the time its deadline left
+// then.
+func limitsFrom(ctx context.Context, p *Policy, req *http.Request, start time.Time) limits {
 	var l limits
 	if deadline, ok := ctx.Deadline(); ok {
-		l.giveUp = deadline.Add(-p.reserveFor(time.Until(deadline)))
+		if start.IsZero() {
+			start = time.Now()
+		}
+		l.giveUp = deadline.Add(-p.reserveFor(deadline.Sub(start)))
 	}
 	if req == nil {
 		return l

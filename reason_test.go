@@ -225,3 +225,25 @@ func TestReserveFor(t *testing.T) {
 		assert.Equal(t, c.want, p.reserveFor(c.left), "Reserve %v, %v left", c.reserve, c.left)
 	}
 }
+
+// The default reserve is a share of the time left when the call starts,
+// not when its first attempt fails: of a 30-s deadline 6 s are kept, so
+// after a first attempt that took 23 s a retry 2 s later does not fit.
+func TestDefaultReserveCountsFromTheStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &silentThen{silent: 1}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{2 * time.Second}, AttemptTimeout: 23 * time.Second}), ctx)
+		assert.ErrorIs(t, err, ErrNoTimeLeft)
+		starts, _ := base.attempts()
+		assert.Len(t, starts, 1)
+
+		base = &silentThen{silent: 1}
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, AttemptTimeout: 23 * time.Second}), ctx)
+		require.NoError(t, err, "at 24 s: just fits")
+		resp.Body.Close()
+	})
+}

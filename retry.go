@@ -46,7 +46,7 @@ type call struct {
 // context f) the Transport is about to send or has sent.
 func newCall(f *flight, base http.RoundTripper, p *Policy, req, first *http.Request, getBody func() (io.ReadCloser, error)) *call {
 	c := &call{f: f, base: base, p: p, req: req, first: first, out: first, getBody: getBody}
-	c.lim = limitsOf(f.Context, p, req)
+	c.lim = limitsFrom(f.Context, p, req, f.start)
 	return c
 }
 

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Transport is an http.RoundTripper that retries failed model requests by
@@ -120,7 +121,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	// The first attempt: the caller's request, with its context marked so
 	// that llmretry layers below us pass it through.
+	p := t.policyFor(cp)
 	f := &flight{Context: ctx}
+	if p.Reserve == 0 {
+		f.start = time.Now() // the default reserve is a share of the time left now
+	}
 	out := req.WithContext(f)
 	getBody := req.GetBody
 	if hasBody(req) {
@@ -136,7 +141,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Body, _ = getBody()
 		}
 	}
-	p := t.policyFor(cp)
 	var cc *coordCall
 	if t.coord != nil {
 		cc = t.coord.join(req, p)
@@ -150,7 +154,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var ev *firstEvent
 	if err == nil && resp.StatusCode < 400 && p.guardsResponses() {
 		if p.guardsOpening(resp) {
-			if ev, err = p.opening(resp, limitsOf(ctx, p, req)); err != nil {
+			if ev, err = p.opening(resp, limitsFrom(ctx, p, req, f.start)); err != nil {
 				resp = nil
 			}
 		}
