@@ -88,7 +88,7 @@ type firstEvent struct {
 const (
 	// firstEventBuf is the read buffer's first size: a chat completion's
 	// first chunk or Anthropic's opening three events fit in one read.
-	firstEventBuf = 4096
+	firstEventBuf = 2048
 	// maxWhat caps firstEvent.what.
 	maxWhat = 128
 	// maxEmptyReads is how many reads in a row may return nothing before
