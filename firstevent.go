@@ -125,12 +125,13 @@ func scanFirstEvent(r io.Reader, maxBytes int) (read []byte, ev firstEvent, err 
 	s := sseScan{buf: make([]byte, 0, min(firstEventBuf, maxBytes))}
 	empty := 0
 	for {
+		if len(s.buf) >= maxBytes {
+			return s.buf, firstEvent{kind: eventUndecided}, nil
+		}
 		if len(s.buf) == cap(s.buf) {
-			if len(s.buf) >= maxBytes {
-				return s.buf, firstEvent{kind: eventUndecided}, nil
-			}
 			s.buf = slices.Grow(s.buf, min(2*cap(s.buf), maxBytes)-len(s.buf))
 		}
+		// p is never empty: some readers (iotest.DataErrReader) spin on one.
 		p := s.buf[len(s.buf):min(cap(s.buf), maxBytes)]
 		n, rerr := r.Read(p)
 		if n < 0 || n > len(p) {

@@ -141,6 +141,7 @@ func firstEventCases() []firstEventCase {
 		{name: "max bytes", head: feMessageStart[:40], tail: feMessageStart[40:] + feBlockDelta, max: 40, want: firstEvent{kind: eventUndecided}},
 		{name: "max bytes mid preamble", head: (feMessageStart + feBlockStart)[:300], tail: (feMessageStart + feBlockStart)[300:] + feOverloaded, max: 300, want: firstEvent{kind: eventUndecided}},
 		{name: "max bytes exactly at the event", head: feOverloaded, tail: feBlockDelta, max: len(feOverloaded), want: overloaded},
+		{name: "max bytes below a rounded-up buffer", head: strings.Repeat(": pad\n", 1000)[:5000], tail: strings.Repeat(": pad\n", 1000)[5000:] + feOverloaded, max: 5000, want: firstEvent{kind: eventUndecided}},
 		{name: "max bytes past the first read", head: strings.Repeat(": pad\n", 1000) + feOverloaded, max: 6000 + len(feOverloaded), want: overloaded},
 	}
 }
