@@ -104,7 +104,9 @@ const (
 // and the verdict. It never reads past the end of the deciding event's
 // blank-line terminator (the bytes after it stay in r for the user), except
 // what one underlying Read returns; it never reads more than maxBytes in
-// all, so len(read) <= maxBytes.
+// all, so len(read) <= maxBytes. The scan decides at the \r of a \r\n
+// that ends the deciding event, so the \n may stay in r: replayed, the
+// bytes still make one line ending, as the standard reads them.
 //
 // Skipped, not deciding: comments, events without data, data that is only
 // whitespace or {}, "ping" events, and the preamble events that carry no
@@ -259,7 +261,7 @@ func (s *sseScan) dispatch() (firstEvent, bool) {
 // judgeEvent judges an event of type name (empty if it had no event
 // field) and data, and reports whether it decides.
 func judgeEvent(name, data []byte) (firstEvent, bool) {
-	data = trimJSONSpace(data)
+	data = bytes.Trim(data, " \t\r\n")
 	if len(data) == 0 {
 		return firstEvent{}, false
 	}
@@ -333,7 +335,7 @@ func (t *jsonTop) scan(data []byte) bool {
 				t.typ = value[1 : len(value)-1]
 			}
 		case "error":
-			t.err = (value[0] == '{' || value[0] == '"') && len(trimJSONSpace(value[1:len(value)-1])) > 0
+			t.err = (value[0] == '{' || value[0] == '"') && len(bytes.Trim(value[1:len(value)-1], " \t\r\n")) > 0
 		}
 		i = skipJSONSpace(data, end)
 		if i == len(data) {
@@ -358,18 +360,6 @@ func skipJSONSpace(data []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// trimJSONSpace returns data without leading and trailing JSON whitespace.
-func trimJSONSpace(data []byte) []byte {
-	i, j := 0, len(data)
-	for i < j && isSpace(data[i]) {
-		i++
-	}
-	for j > i && isSpace(data[j-1]) {
-		j--
-	}
-	return data[i:j]
 }
 
 // skipJSONString returns the index just past the string that starts at

@@ -201,6 +201,8 @@ func (r *feFailAfter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// TestScanFirstEventReadError checks that a read error comes back with
+// the bytes read before it, and with the verdict of bytes that came with it.
 func TestScanFirstEventReadError(t *testing.T) {
 	boom := errors.New("connection reset")
 	head := feMessageStart + "event: content_block_st"
@@ -243,6 +245,9 @@ type feLiar struct{}
 // Read returns a count past the end of p.
 func (feLiar) Read(p []byte) (int, error) { return len(p) + 1, nil }
 
+// TestScanFirstEventBadReaders checks that a reader that never returns
+// anything, one that returns a count past its buffer, and a maxBytes of
+// zero or less end the scan without a panic.
 func TestScanFirstEventBadReaders(t *testing.T) {
 	read, ev, err := scanFirstEvent(feStuck{}, 1024)
 	assert.ErrorIs(t, err, io.ErrNoProgress)
@@ -262,6 +267,8 @@ func TestScanFirstEventBadReaders(t *testing.T) {
 	}
 }
 
+// TestFirstEventWhatIsAWord checks that what is capped and never holds a
+// sentence, so never a message that may quote a key.
 func TestFirstEventWhatIsAWord(t *testing.T) {
 	long := strings.Repeat("x", 300)
 	_, ev, err := scanFirstEvent(strings.NewReader("event: error\ndata: {\"error\":{\"type\":\""+long+"\"}}\n\n"), 1<<20)
@@ -275,6 +282,7 @@ func TestFirstEventWhatIsAWord(t *testing.T) {
 	assert.Equal(t, "Incorrect", ev.what, "a sentence is cut at its first space")
 }
 
+// TestMessageWait checks the waits read from OpenAI messages.
 func TestMessageWait(t *testing.T) {
 	for _, c := range []struct {
 		msg  string
@@ -345,6 +353,9 @@ func FuzzFirstEvent(f *testing.F) {
 	})
 }
 
+// BenchmarkScanFirstEvent measures healthy openings (OpenAI chat's first
+// chunk; Anthropic's message_start, content_block_start and first delta)
+// and, for comparison, an Anthropic overloaded error.
 func BenchmarkScanFirstEvent(b *testing.B) {
 	for _, c := range []struct{ name, stream string }{
 		{"openai chat", feOpenAIChunk + feOpenAINext},
