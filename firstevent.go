@@ -88,7 +88,7 @@ type firstEvent struct {
 const (
 	// firstEventBuf is the read buffer's first size: a chat completion's
 	// first chunk or Anthropic's opening three events fit in one read.
-	firstEventBuf = 4096
+	firstEventBuf = 2048
 	// maxWhat caps firstEvent.what.
 	maxWhat = 128
 	// maxEmptyReads is how many reads in a row may return nothing before
@@ -104,7 +104,9 @@ const (
 // and the verdict. It never reads past the end of the deciding event's
 // blank-line terminator (the bytes after it stay in r for the user), except
 // what one underlying Read returns; it never reads more than maxBytes in
-// all, so len(read) <= maxBytes.
+// all, so len(read) <= maxBytes. The scan decides at the \r of a \r\n
+// that ends the deciding event, so the \n may stay in r: replayed, the
+// bytes still make one line ending, as the standard reads them.
 //
 // Skipped, not deciding: comments, events without data, data that is only
 // whitespace or {}, "ping" events, and the preamble events that carry no
@@ -125,12 +127,13 @@ func scanFirstEvent(r io.Reader, maxBytes int) (read []byte, ev firstEvent, err 
 	s := sseScan{buf: make([]byte, 0, min(firstEventBuf, maxBytes))}
 	empty := 0
 	for {
+		if len(s.buf) >= maxBytes {
+			return s.buf, firstEvent{kind: eventUndecided}, nil
+		}
 		if len(s.buf) == cap(s.buf) {
-			if len(s.buf) >= maxBytes {
-				return s.buf, firstEvent{kind: eventUndecided}, nil
-			}
 			s.buf = slices.Grow(s.buf, min(2*cap(s.buf), maxBytes)-len(s.buf))
 		}
+		// p is never empty: some readers (iotest.DataErrReader) spin on one.
 		p := s.buf[len(s.buf):min(cap(s.buf), maxBytes)]
 		n, rerr := r.Read(p)
 		if n < 0 || n > len(p) {
@@ -258,7 +261,7 @@ func (s *sseScan) dispatch() (firstEvent, bool) {
 // judgeEvent judges an event of type name (empty if it had no event
 // field) and data, and reports whether it decides.
 func judgeEvent(name, data []byte) (firstEvent, bool) {
-	data = trimJSONSpace(data)
+	data = bytes.Trim(data, " \t\r\n")
 	if len(data) == 0 {
 		return firstEvent{}, false
 	}
@@ -332,7 +335,7 @@ func (t *jsonTop) scan(data []byte) bool {
 				t.typ = value[1 : len(value)-1]
 			}
 		case "error":
-			t.err = (value[0] == '{' || value[0] == '"') && len(trimJSONSpace(value[1:len(value)-1])) > 0
+			t.err = (value[0] == '{' || value[0] == '"') && len(bytes.Trim(value[1:len(value)-1], " \t\r\n")) > 0
 		}
 		i = skipJSONSpace(data, end)
 		if i == len(data) {
@@ -357,18 +360,6 @@ func skipJSONSpace(data []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// trimJSONSpace returns data without leading and trailing JSON whitespace.
-func trimJSONSpace(data []byte) []byte {
-	i, j := 0, len(data)
-	for i < j && isSpace(data[i]) {
-		i++
-	}
-	for j > i && isSpace(data[j-1]) {
-		j--
-	}
-	return data[i:j]
 }
 
 // skipJSONString returns the index just past the string that starts at

@@ -197,7 +197,7 @@ func TestOutageOutlastingTheDeadlineExits1(t *testing.T) {
 	rec := record(t, stdout)
 	require.NotEmpty(t, rec)
 	last := rec[len(rec)-1]
-	assert.Equal(t, []string{"502 Bad Gateway", ""}, last[1:], "the last attempt has no retry after it")
+	assert.Equal(t, []string{"502 Bad Gateway (stop: no time left before the deadline less the reserve)", ""}, last[1:], "the last attempt has no retry after it, and says why")
 	assert.NotContains(t, stdout, "answer:")
 	assert.Regexp(t, `(?m)^summary: \d+ attempts \(\d+ reached the provider\) in [0-9.]+m?s, did not come through \(gave up with \d+ms of the 600ms turn left, reserve 200ms\): 502 Bad Gateway: upstream connect error`, stdout)
 	noLeaks(t, providerAddr(t, stdout))
