@@ -284,6 +284,9 @@ func judgeEvent(name, data []byte) (firstEvent, bool) {
 	case string(name) == "error", string(top.typ) == "error", top.err:
 		return errorEvent(data, "error"), true
 	}
+	if top.noChoices && top.promptFilter {
+		return firstEvent{}, false // Azure OpenAI's prompt-filter chunk
+	}
 	switch string(label) {
 	case "ping", // Anthropic's keep-alive event
 		"message_start", "content_block_start", // Anthropic's preamble
@@ -298,6 +301,10 @@ type jsonTop struct {
 	typ  []byte // the raw text of a top-level "type" string
 	err  bool   // a top-level "error" that is an object or a non-empty string
 	keys int    // the number of top-level members
+	// noChoices ("choices": []) and promptFilter (a
+	// "prompt_filter_results" member) mark Azure OpenAI's first chunk,
+	// which carries no content.
+	noChoices, promptFilter bool
 }
 
 // scan reads the object that data starts with, and reports whether it is
@@ -336,6 +343,10 @@ func (t *jsonTop) scan(data []byte) bool {
 			}
 		case "error":
 			t.err = (value[0] == '{' || value[0] == '"') && len(bytes.Trim(value[1:len(value)-1], " \t\r\n")) > 0
+		case "choices":
+			t.noChoices = value[0] == '[' && len(bytes.Trim(value[1:len(value)-1], " \t\r\n")) == 0
+		case "prompt_filter_results":
+			t.promptFilter = true
 		}
 		i = skipJSONSpace(data, end)
 		if i == len(data) {

@@ -73,6 +73,8 @@ func firstEventCases() []firstEventCase {
 
 		// Anthropic error events.
 		{name: "anthropic overloaded", head: feOverloaded, tail: "event: message_stop\n\n", want: overloaded},
+		{name: "azure prompt-filter chunk then content", head: "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\n" + feOpenAIChunk, tail: "data: [DONE]\n\n", want: content},
+		{name: "azure prompt-filter chunk then error", head: "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\ndata: {\"error\":{\"message\":\"The server had an error.\",\"type\":\"server_error\",\"code\":null}}\n\n", want: firstEvent{kind: eventServerError, what: "server_error"}},
 		{name: "anthropic preamble then error", head: feMessageStart + fePing + feBlockStart + feOverloaded, want: overloaded},
 		{name: "anthropic api_error", head: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}\n\n", want: firstEvent{kind: eventServerError, what: "api_error"}},
 		{name: "anthropic timeout_error", head: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"timeout_error\",\"message\":\"Request timeout\"}}\n\n", want: firstEvent{kind: eventServerError, what: "timeout_error"}},
