@@ -601,15 +601,19 @@ func safeWord(w errWord) string {
 	return string(w[:n])
 }
 
-// messageWait reads the wait an OpenAI rate-limit message states: "Please
-// try again in 1.868s.", "in 20ms", "in 1m30s", "in 20 seconds" (the forms
-// codex-rs's try_parse_retry_after reads, and Go durations). It rejects a
-// sign and values time.ParseDuration cannot hold.
+// messageWait reads the wait an error message states in words: OpenAI's
+// "Please try again in 1.868s.", "in 20ms", "in 1m30s", "in 20 seconds"
+// (the forms codex-rs's try_parse_retry_after reads, and Go durations), and
+// Azure OpenAI's "retry after 33 seconds". It rejects a sign and values
+// time.ParseDuration cannot hold.
 func messageWait(msg string) (time.Duration, bool) {
-	const phrase = "try again in"
+	phrase := "try again in"
 	i := indexFold(msg, phrase)
 	if i < 0 {
-		return 0, false
+		phrase = "retry after"
+		if i = indexFold(msg, phrase); i < 0 {
+			return 0, false
+		}
 	}
 	rest := msg[i+len(phrase):]
 	for len(rest) > 0 && rest[0] == ' ' {

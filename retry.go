@@ -173,6 +173,11 @@ func (c *call) decide() bool {
 	}
 	// Read after any peek: the limits count from now.
 	now := time.Now()
+	if why == stopNone && !hasServerWait && c.event == nil && c.resp != nil && c.resp.StatusCode == http.StatusTooManyRequests {
+		// No Retry-After and no wait in words: the reset of the spent
+		// rate limit is the server's wait.
+		serverWait, hasServerWait = rateLimitReset(c.resp.Header, now)
+	}
 	held := false
 	if c.co != nil {
 		held = c.co.report(c.f.Context, ev, c.failure(), serverWait, hasServerWait, now)

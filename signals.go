@@ -47,6 +47,7 @@ const (
 	quotaID                     // error.details.violations.quotaId (Gemini)
 	quotaValue                  // error.details.violations.quotaValue (Gemini)
 	retryDelay                  // error.details.retryDelay (Gemini RetryInfo)
+	errorMessage                // error.message: "Please try again in 1.2s." (OpenAI), "retry after 33 seconds" (Azure)
 )
 
 const (
@@ -140,6 +141,10 @@ func judge(f field, v string, s *signal) {
 		if d, ok := parseProtoDuration(v); ok && (!s.hasWait || d > s.wait) {
 			s.wait, s.hasWait = d, true
 		}
+	case errorMessage: // a wait stated in words: the longest, too
+		if d, ok := messageWait(v); ok && (!s.hasWait || d > s.wait) {
+			s.wait, s.hasWait = d, true
+		}
 	}
 }
 
@@ -150,6 +155,7 @@ type errorReply struct {
 	Error struct {
 		Code    string     `json:"code"`    // OpenAI's code; Gemini's is a number
 		Type    string     `json:"type"`    // OpenAI's and Anthropic's error type
+		Message string     `json:"message"` // may state a wait in words
 		Details detailList `json:"details"` // Anthropic's and Gemini's details
 	} `json:"error"` // the top-level error object
 }
@@ -211,6 +217,7 @@ func readErrorBody(data []byte, s *signal) {
 	}
 	judge(errorCode, r.Error.Code, s)
 	judge(errorCode, r.Error.Type, s)
+	judge(errorMessage, r.Error.Message, s)
 	for _, d := range r.Error.Details {
 		judge(detailCode, d.ErrorCode, s)
 		judge(retryDelay, d.RetryDelay, s)
@@ -290,6 +297,8 @@ func fieldAt(stack []frame) field {
 		return quotaValue
 	case atPath(stack, "error", "details", "retryDelay"):
 		return retryDelay
+	case atPath(stack, "error", "message"):
+		return errorMessage
 	}
 	return 0
 }

@@ -1,0 +1,73 @@
+package llmretry
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// rateLimitReset returns the wait a 429 without Retry-After states in its
+// rate-limit headers, at now:
+//
+//   - OpenAI (and Groq, Together): x-ratelimit-reset-requests and
+//     x-ratelimit-reset-tokens, Go durations ("1s", "6m0s", "12ms") until
+//     that bucket is full again. The one whose x-ratelimit-remaining-… is 0
+//     is the one spent; when neither says so, the shorter.
+//   - OpenRouter: X-RateLimit-Reset, the instant in Unix seconds or
+//     milliseconds.
+//
+// A value it cannot read, or a negative one, states nothing.
+func rateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
+	req, reqOK := goDuration(h.Get("X-Ratelimit-Reset-Requests"))
+	tok, tokOK := goDuration(h.Get("X-Ratelimit-Reset-Tokens"))
+	switch {
+	case reqOK && tokOK:
+		reqSpent := strings.TrimSpace(h.Get("X-Ratelimit-Remaining-Requests")) == "0"
+		tokSpent := strings.TrimSpace(h.Get("X-Ratelimit-Remaining-Tokens")) == "0"
+		switch {
+		case reqSpent && tokSpent:
+			return max(req, tok), true
+		case reqSpent:
+			return req, true
+		case tokSpent:
+			return tok, true
+		}
+		return min(req, tok), true
+	case reqOK:
+		return req, true
+	case tokOK:
+		return tok, true
+	}
+	v := strings.TrimSpace(h.Get("X-Ratelimit-Reset"))
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	var at time.Time
+	switch {
+	case n >= 1e11: // milliseconds since the epoch (as seconds: past the year 5000)
+		at = time.UnixMilli(n)
+	case n >= 1e9: // seconds since the epoch
+		at = time.Unix(n, 0)
+	default:
+		return 0, false // too small to be an instant
+	}
+	return max(0, at.Sub(now)), true
+}
+
+// goDuration parses a non-negative Go duration as OpenAI writes its resets.
+func goDuration(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, false
+	}
+	return d, true
+}
