@@ -42,12 +42,12 @@ type field int
 
 // The fields judge reads; arrays on their paths are not named.
 const (
-	errorCode  field = iota + 1 // error.code or error.type (OpenAI)
-	detailCode                  // error.details.error_code (Anthropic)
-	quotaID                     // error.details.violations.quotaId (Gemini)
-	quotaValue                  // error.details.violations.quotaValue (Gemini)
-	retryDelay                  // error.details.retryDelay (Gemini RetryInfo)
-	errorMessage                // error.message: "Please try again in 1.2s." (OpenAI), "retry after 33 seconds" (Azure)
+	errorCode    field = iota + 1 // error.code or error.type (OpenAI)
+	detailCode                    // error.details.error_code (Anthropic)
+	quotaID                       // error.details.violations.quotaId (Gemini)
+	quotaValue                    // error.details.violations.quotaValue (Gemini)
+	retryDelay                    // error.details.retryDelay (Gemini RetryInfo)
+	errorMessage                  // error.message: "Please try again in 1.2s." (OpenAI), "retry after 33 seconds" (Azure)
 )
 
 const (
