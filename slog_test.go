@@ -83,6 +83,22 @@ func TestLogAttemptsNeverLogsCredentials(t *testing.T) {
 			assert.Regexp(t, `attempt_id=[0-9a-f]{16}\b`, lines[i])
 		}
 		assert.NotContains(t, lines[2], "retry_in", "no retry follows the last attempt")
+		assert.NotContains(t, out, "stop=", "nothing stopped: the last attempt answered")
+	})
+}
+
+// The attempt after which no retry follows says why.
+func TestLogAttemptsSaysWhyItStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		prov := newProvider(fail(503))
+		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnAttempt: LogAttempts(textLogger(&buf))}), context.Background())
+		require.NoError(t, err)
+		resp.Body.Close()
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		require.Len(t, lines, 2)
+		assert.NotContains(t, lines[0], "stop=")
+		assert.Contains(t, lines[1], `stop="retries spent"`)
 	})
 }
 
