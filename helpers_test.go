@@ -1,12 +1,14 @@
 package llmretry
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jarcoal/httpmock"
@@ -153,3 +155,14 @@ type errBody struct{}
 
 func (errBody) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
 func (errBody) Close() error             { return nil }
+
+// withDeadline returns a context that ends d from now, or the background
+// context for a zero d; it is canceled when the test ends.
+func withDeadline(t testing.TB, d time.Duration) context.Context {
+	if d <= 0 {
+		return context.Background()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -127,26 +127,19 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("llmretry: Policy.Waits[%d] is negative (%v)", i, w))
 		}
 	}
-	if p.Reserve < 0 {
-		errs = append(errs, fmt.Errorf("llmretry: Policy.Reserve is negative (%v)", p.Reserve))
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Reserve", p.Reserve}, {"MaxWait", p.MaxWait}, {"MaxRetryAfter", p.MaxRetryAfter},
+		{"AttemptTimeout", p.AttemptTimeout}, {"FirstEventTimeout", p.FirstEventTimeout}, {"StreamIdleTimeout", p.StreamIdleTimeout},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("llmretry: Policy.%s is negative (%v)", d.name, d.v))
+		}
 	}
 	if p.MaxRetries < 0 {
 		errs = append(errs, fmt.Errorf("llmretry: Policy.MaxRetries is negative (%d)", p.MaxRetries))
-	}
-	if p.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("llmretry: Policy.MaxWait is negative (%v)", p.MaxWait))
-	}
-	if p.MaxRetryAfter < 0 {
-		errs = append(errs, fmt.Errorf("llmretry: Policy.MaxRetryAfter is negative (%v)", p.MaxRetryAfter))
-	}
-	if p.AttemptTimeout < 0 {
-		errs = append(errs, fmt.Errorf("llmretry: Policy.AttemptTimeout is negative (%v)", p.AttemptTimeout))
-	}
-	if p.FirstEventTimeout < 0 {
-		errs = append(errs, fmt.Errorf("llmretry: Policy.FirstEventTimeout is negative (%v)", p.FirstEventTimeout))
-	}
-	if p.StreamIdleTimeout < 0 {
-		errs = append(errs, fmt.Errorf("llmretry: Policy.StreamIdleTimeout is negative (%v)", p.StreamIdleTimeout))
 	}
 	return errors.Join(errs...)
 }

@@ -44,12 +44,7 @@ func TestEveryStopSaysWhy(t *testing.T) {
 				prov := newProvider(c.script...)
 				var rec recorder
 				c.policy.OnAttempt = rec.on
-				ctx := context.Background()
-				if c.deadline > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.deadline)
-					defer cancel()
-				}
+				ctx := withDeadline(t, c.deadline)
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
 				require.NoError(t, err)
 				req.Header.Set("Authorization", "Bearer sk-secret")
@@ -140,12 +135,7 @@ func TestDoStopReasons(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx := context.Background()
-				if c.deadline > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.deadline)
-					defer cancel()
-				}
+				ctx := withDeadline(t, c.deadline)
 				var rec recorder
 				c.policy.OnAttempt = rec.on
 				calls := 0
