@@ -68,12 +68,17 @@ func lookup(ctx context.Context) (*ctxPolicy, bool) {
 // its number.
 type attemptKey struct{}
 
+// probeKey is the context key under which an attempt's request says
+// whether it is its provider key's probe.
+type probeKey struct{}
+
 // flight is the context of the first attempt of a RoundTrip: the caller's,
 // marked as inside a retrying call (so that llmretry layers below pass the
 // request through), numbered 1 for AttemptFromContext.
 type flight struct {
 	context.Context           // the caller's
 	start           time.Time // when the call started; zero unless its policy's Reserve is
+	probe           bool      // the first attempt goes as its key's probe
 }
 
 // Value returns the mark and the attempt number; other keys are the
@@ -84,6 +89,8 @@ func (f *flight) Value(key any) any {
 		return inRetry{}
 	case attemptKey:
 		return 1
+	case probeKey:
+		return f.probe
 	}
 	return f.Context.Value(key)
 }
@@ -92,13 +99,18 @@ func (f *flight) Value(key any) any {
 // attempt's own number.
 type resend struct {
 	*flight
-	n int
+	n     int
+	probe bool // the attempt goes as its key's probe
 }
 
-// Value returns the attempt number; other keys are the first attempt's.
+// Value returns the attempt number and whether it is a probe; other keys
+// are the first attempt's.
 func (r *resend) Value(key any) any {
-	if _, ok := key.(attemptKey); ok {
+	switch key.(type) {
+	case attemptKey:
 		return r.n
+	case probeKey:
+		return r.probe
 	}
 	return r.flight.Value(key)
 }
@@ -115,4 +127,18 @@ func AttemptFromContext(ctx context.Context) int {
 	}
 	n, _ := ctx.Value(attemptKey{}).(int)
 	return n
+}
+
+// ProbeFromContext reports whether the llmretry attempt whose request
+// carries ctx goes as its provider key's probe (see Coordination): the one
+// attempt a coordinated Transport lets through to a key that is down. A
+// RoundTripper below a Transport (an instrumentation layer, say) can mark
+// the attempt before it ends, which Attempt.Probe, reported after, cannot.
+// It returns false for any other context.
+func ProbeFromContext(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
+	p, _ := ctx.Value(probeKey{}).(bool)
+	return p
 }

@@ -115,7 +115,7 @@ func (c *call) send() {
 		}
 		defer c.co.sent()
 	}
-	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1})
+	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1, probe: c.co != nil && c.co.wasProbe})
 	if c.getBody != nil {
 		body, err := c.getBody()
 		if err != nil {

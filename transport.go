@@ -149,6 +149,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(out)
 			return nil, &Exhausted{Request: req, Reason: heldReason(ctx, err), Err: err}
 		}
+		f.probe = cc.wasProbe
 	}
 	resp, err := p.roundTrip(base, out)
 	var ev *firstEvent
