@@ -39,7 +39,9 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		u, rewrite := redactURL(req.URL)
 		switch {
 		case !rewrite && n <= 1 && implied:
-			span.SetAttributes(semconv.ServerPort(port)) // a first try on the default port: the usual case
+			// A first try on the default port: the usual case, whose
+			// attributes are made once (passing them allocates nothing).
+			span.SetAttributes(impliedPort[port == 443]...)
 		case rewrite || n > 1 || implied:
 			span.SetAttributes(attemptAttrs(port, implied, u, rewrite, n)...)
 		}
@@ -64,6 +66,13 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	t.tel.countAttempt(ctx, req, resp, err, n > 1)
 	return resp, err
+}
+
+// impliedPort are the server.port attributes of the default ports, by
+// whether the port is https's (443) or http's (80).
+var impliedPort = map[bool][]attribute.KeyValue{
+	true:  {semconv.ServerPort(443)},
+	false: {semconv.ServerPort(80)},
 }
 
 // attemptAttrs are the attributes an attempt span gets beyond the port

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/llmretry/llmretry"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -84,6 +85,10 @@ func callEnd(resp *http.Response, err error) (outcome, reason string, attempts i
 	return outcomeAfterRetries, "", n
 }
 
+// firstTimeAttrs are the caller's span's attributes for a call answered
+// the first time. SetAttributes copies them.
+var firstTimeAttrs = []attribute.KeyValue{keyOutcome.String(outcomeFirstTime), keyAttempts.Int(1)}
+
 // recordCall records how the call of req ended: it counts the call by
 // outcome (and reason), measures its attempts, and sets both on the
 // caller's span (the span in req's context), if it is recording.
@@ -91,9 +96,12 @@ func (t *telemetry) recordCall(req *http.Request, resp *http.Response, err error
 	outcome, reason, n := callEnd(resp, err)
 	ctx := req.Context()
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		if reason != "" {
+		switch {
+		case outcome == outcomeFirstTime:
+			span.SetAttributes(firstTimeAttrs...) // the usual case: passing them allocates nothing
+		case reason != "":
 			span.SetAttributes(keyOutcome.String(outcome), keyReason.String(reason), keyAttempts.Int(n))
-		} else {
+		default:
 			span.SetAttributes(keyOutcome.String(outcome), keyAttempts.Int(n))
 		}
 	}
