@@ -165,11 +165,14 @@
 //
 // A request that works the first time costs 3 allocations more than
 // through otelhttp alone (4 inside a caller's span, which gets the
-// outcome): llmretry's own 2, the server.port on the duration metric
-// (otelhttp's Labeler), and the attempt record llmretry makes for
-// OnAttempt. The usual attribute sets are made once per Transport and
-// kept (at most 1,024), and no attribute is built for a span that is not
-// recording. See docs/performance.md.
+// outcome, into its own attribute storage): llmretry's own 2 (the marked
+// context and the request copy that carries it), the attempt ID llmretry
+// makes for OnAttempt, and 2 for otelhttp's Labeler, which carries
+// server.port to the duration metric; less 2 that otelhttp makes on its
+// own (its "HTTP POST" span name, and a copy of its metric attributes that
+// the Labeler's slice spares). The usual attribute sets are made once per
+// Transport and kept (at most 1,024), and no attribute is built for a span
+// that is not recording. See docs/performance.md.
 //
 // # Providers and concurrency
 //
