@@ -1,7 +1,8 @@
 // Package otelretry traces and measures an llmretry Transport with
-// OpenTelemetry: one CLIENT span per attempt, the waits and coordinated
-// holds between attempts as events on the caller's span, and counters and
-// histograms of attempts, waits and holds.
+// OpenTelemetry: one CLIENT span per attempt, to the letter of the HTTP
+// semantic conventions; the waits and coordinated holds between attempts
+// as events on the caller's span; how each call ended on that span and in
+// a metric; and counters and histograms of attempts, waits and holds.
 //
 //	rt, err := otelretry.New(nil, llmretry.Policy{
 //		Waits:   []time.Duration{15 * time.Second, 45 * time.Second, 2 * time.Minute},
@@ -12,29 +13,60 @@
 //	}
 //	client := &http.Client{Transport: rt}
 //
-// New and NewCoordinated return the *llmretry.Transport that llmretry.New
-// and llmretry.NewCoordinated would, with the same policy, built as three
-// layers:
+// New and NewCoordinated return a *Transport over the *llmretry.Transport
+// that llmretry.New and llmretry.NewCoordinated would make, with the same
+// policy, built as four layers:
 //
-//	llmretry  → otelhttp  → base
-//	(retries)   (a span per attempt)
+//	call record  → llmretry  → otelhttp  → base
+//	(how it ended) (retries)   (a span per attempt)
 //
 // otelhttp (go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp)
 // sits below llmretry, so that each physical attempt is its own span, as
 // OpenTelemetry's HTTP conventions ask, rather than one span hiding the
-// resends. A small layer between otelhttp and base completes each span.
+// resends. A small layer between otelhttp and base completes each span;
+// the layer above llmretry, the only one that sees every way a call ends,
+// records the call.
 //
 // # Spans
 //
 // Each attempt is a CLIENT span made by otelhttp, a child of the span in
-// the request's context (the caller's). On top of what otelhttp records:
+// the request's context (the caller's). Where otelhttp departs from the
+// HTTP conventions, this package corrects it:
+//
+//   - The span is named by the method ("POST"), or "HTTP" for a method
+//     that http.request.method records as _OTHER, not "HTTP POST".
+//   - server.port is always set: otelhttp leaves it out when it is the
+//     scheme's default (443 for https, 80 for http), that is, for every
+//     real provider's URL. It is added to the span and to
+//     http.client.request.duration (through otelhttp's Labeler).
+//   - A failure status (400 and above) puts error.type, the status code
+//     as on the span ("502"), on http.client.request.duration too; otelhttp
+//     puts it there only for an error. For an error otelhttp spells the two
+//     differently (the span's "*url.Error", the metric's "net/url.Error",
+//     both from otelhttp), and its own value on the metric wins over any
+//     other.
+//   - url.full is redacted as the conventions' SHOULD asks: user
+//     information becomes REDACTED:REDACTED, and the value of each query
+//     parameter whose name marks a credential (one containing key, sig,
+//     token, secret, password, passwd, credential or auth, in any case:
+//     Gemini's key=, Azure's sig= and subscription-key=, AWS's
+//     X-Amz-Signature=, the conventions' AWSAccessKeyId= and
+//     X-Goog-Signature=) becomes REDACTED, names and other parameters kept
+//     (…?key=REDACTED&alt=sse). The fragment, never sent and where OAuth's
+//     implicit flow puts tokens, is dropped. The value replaces otelhttp's,
+//     before the span ends and is exported, only when there is something
+//     to redact.
+//
+// And on top of what otelhttp records:
 //
 //   - The second attempt and later carry http.request.resend_count 1, 2,
 //     …; the first carries none. It is read from
 //     llmretry.AttemptFromContext.
-//   - url.full is the URL as scheme://host/path: no query (Gemini's key=
-//     travels there), no user information, no fragment. It replaces the
-//     full URL otelhttp records, before the span ends and is exported.
+//   - An attempt sent as its provider key's probe (NewCoordinated) carries
+//     llmretry.probe=true, set from Attempt.Probe in OnAttempt, while the
+//     span is open: that is, when the probe got a response. A probe that
+//     got an error has its span ended by otelhttp before llmretry says it
+//     was a probe, and is not marked.
 //   - A base error whose text quotes a credential of the request (its
 //     query, user information, the value of Authorization, x-api-key,
 //     api-key, x-goog-api-key, Proxy-Authorization or Cookie, or a key=,
@@ -70,11 +102,42 @@
 // attempt whose retry is held (Attempt.Held) adds no wait event: its hold
 // is the wait.
 //
+// # How each call ended
+//
+// Each call through the Transport ends one of three ways, its
+// llmretry.outcome:
+//
+//	answered_first_time     one attempt, answered (a status below 400)
+//	answered_after_retries  answered by a later attempt
+//	gave_up                 no answer came back; llmretry.reason says why
+//
+// llmretry.reason is the short name of the *llmretry.Exhausted's Reason
+// (on the error, or on the response through llmretry.GaveUp):
+// retries_spent, no_time_left, wait_too_long, provider_refused,
+// not_retryable, or the context's canceled or deadline_exceeded. A 4xx
+// returned without a retry (a 400, say) is gave_up with not_retryable:
+// the caller got no answer, and no retry would have given one. A call
+// that RoundTrip refuses before sending anything (no URL, an invalid
+// per-request policy) is gave_up, not_retryable, after 0 attempts, as is a
+// coordinated call held until it could wait no longer (no_time_left).
+//
+// The caller's span (the one in the request's context) gets
+// llmretry.outcome, llmretry.reason (for a give-up) and llmretry.attempts
+// (the attempts sent) when the call ends; a span that holds several calls
+// keeps the last one's. A request that another llmretry Transport is
+// already retrying (under which this one passes attempts through) is not
+// a call of its own.
+//
 // # Metrics
 //
 // Besides otelhttp's own (http.client.request.duration and the body
 // sizes), on the meter "github.com/llmretry/llmretry/otelretry":
 //
+//	llmretry.calls           counter, one per call when it ends;
+//	                         attributes server.address, llmretry.outcome
+//	                         and, for gave_up, llmretry.reason
+//	llmretry.call.attempts   histogram of the attempts each call sent;
+//	                         attributes server.address, llmretry.outcome
 //	llmretry.attempts        counter, one per attempt sent; attributes
 //	                         server.address, http.response.status_code or
 //	                         error.type, and llmretry.resend (false for
@@ -95,15 +158,29 @@
 //
 // A request that carries its own policy (llmretry.WithPolicy) runs that
 // policy's hooks instead of the Transport's: its attempts are still spans,
-// resend counts and llmretry.attempts, but its waits and holds are not
-// recorded.
+// resend counts and llmretry.attempts, and the call is still counted in
+// llmretry.calls, but its waits, holds and probes are not recorded.
+//
+// # Cost
+//
+// A request that works the first time costs 3 allocations more than
+// through otelhttp alone (4 inside a caller's span, which gets the
+// outcome, into its own attribute storage): llmretry's own 2 (the marked
+// context and the request copy that carries it), the attempt ID llmretry
+// makes for OnAttempt, and 2 for otelhttp's Labeler, which carries
+// server.port to the duration metric; less 2 that otelhttp makes on its
+// own (its "HTTP POST" span name, and a copy of its metric attributes that
+// the Labeler's slice spares). The usual attribute sets are made once per
+// Transport and kept (at most 1,024), and no attribute is built for a span
+// that is not recording. See docs/performance.md.
 //
 // # Providers and concurrency
 //
 // Spans are made with the TracerProvider of WithTracerProvider, metrics
 // recorded with the MeterProvider of WithMeterProvider, each by default
-// the global one as it is when the Transport is made. Trace context is injected into each attempt's headers
-// with the global propagator (otel.SetTextMapPropagator), as otelhttp does.
-// The Transport is safe for concurrent use, like any llmretry Transport;
-// this package starts no goroutine.
+// the global one as it is when the Transport is made. Trace context is
+// injected into each attempt's headers with the global propagator
+// (otel.SetTextMapPropagator), as otelhttp does. The Transport is safe for
+// concurrent use, like any llmretry Transport; this package starts no
+// goroutine.
 package otelretry

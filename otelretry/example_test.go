@@ -38,8 +38,9 @@ func (o *overloaded) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // A call that fails once and comes through on the retry: two attempt
-// spans under the agent's span, the second a resend, the wait between them
-// an event on the agent's span, and no API key anywhere.
+// spans named by their method under the agent's span, the second a
+// resend, the wait between them an event on the agent's span, how the call
+// ended on it and in llmretry.calls, and no API key anywhere.
 func Example() {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -73,7 +74,8 @@ func Example() {
 		var shown []attribute.KeyValue
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
-			case "url.full", "http.response.status_code", "http.request.resend_count":
+			case "url.full", "server.port", "http.response.status_code", "http.request.resend_count",
+				"llmretry.outcome", "llmretry.attempts":
 				shown = append(shown, kv)
 			}
 		}
@@ -90,7 +92,8 @@ func Example() {
 	var lines []string
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name == "llmretry.attempts" {
+			switch m.Name {
+			case "llmretry.attempts", "llmretry.calls":
 				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
 					lines = append(lines, fmt.Sprintf("%s %s: %d", m.Name, encode(dp.Attributes.ToSlice()), dp.Value))
 				}
@@ -100,12 +103,13 @@ func Example() {
 	sort.Strings(lines)
 	fmt.Println(strings.Join(lines, "\n"))
 	// Output:
-	// span "HTTP POST" http.response.status_code=503 url.full=https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent
-	// span "HTTP POST" http.request.resend_count=1 http.response.status_code=200 url.full=https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent
-	// span "agent turn"
+	// span "POST" http.response.status_code=503 server.port=443 url.full=https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent?key=REDACTED
+	// span "POST" http.request.resend_count=1 http.response.status_code=200 server.port=443 url.full=https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent?key=REDACTED
+	// span "agent turn" llmretry.attempts=2 llmretry.outcome=answered_after_retries
 	//   event llmretry.wait llmretry.attempt=1 llmretry.duration=0.01 llmretry.reason=503
 	// llmretry.attempts http.response.status_code=200 llmretry.resend=true server.address=generativelanguage.googleapis.com: 1
 	// llmretry.attempts http.response.status_code=503 llmretry.resend=false server.address=generativelanguage.googleapis.com: 1
+	// llmretry.calls llmretry.outcome=answered_after_retries server.address=generativelanguage.googleapis.com: 1
 }
 
 // encode renders attributes as sorted key=value pairs.

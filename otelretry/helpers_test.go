@@ -27,7 +27,8 @@ import (
 type step struct {
 	status int
 	err    error
-	leak   bool // fail with an error that quotes the URL and the Authorization header
+	leak   bool              // fail with an error that quotes the URL and the Authorization header
+	header map[string]string // response headers beside Content-Type
 }
 
 // opError stands in for *net.OpError without a real socket.
@@ -68,10 +69,14 @@ func (p *provider) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	b := &body{Reader: strings.NewReader(`{"status":` + strconv.Itoa(s.status) + `}`)}
 	p.bodies = append(p.bodies, b)
+	h := http.Header{"Content-Type": {"application/json"}}
+	for k, v := range s.header {
+		h.Set(k, v)
+	}
 	return &http.Response{
 		Status:     strconv.Itoa(s.status) + " " + http.StatusText(s.status),
 		StatusCode: s.status,
-		Header:     http.Header{"Content-Type": {"application/json"}},
+		Header:     h,
 		Body:       b,
 		Request:    req,
 	}, nil
@@ -161,6 +166,30 @@ func findMetric(t *testing.T, rm metricdata.ResourceMetrics, name string) metric
 	}
 	require.FailNowf(t, "no metric", "%s not recorded", name)
 	return metricdata.Metrics{}
+}
+
+// hasMetric reports whether a metric named name has any data.
+func hasMetric(rm metricdata.ResourceMetrics, name string) bool {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// intHistogram returns an int64 histogram's (count, sum) by attribute set.
+func intHistogram(t *testing.T, m metricdata.Metrics) map[string][2]int64 {
+	t.Helper()
+	h, ok := m.Data.(metricdata.Histogram[int64])
+	require.Truef(t, ok, "%s is a %T, not an int64 histogram", m.Name, m.Data)
+	out := map[string][2]int64{}
+	for _, dp := range h.DataPoints {
+		out[render(dp.Attributes)] = [2]int64{int64(dp.Count), dp.Sum}
+	}
+	return out
 }
 
 // counts returns an int64 counter's values by attribute set, each set

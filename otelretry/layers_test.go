@@ -216,20 +216,38 @@ type timeoutError struct{ text string }
 func (e *timeoutError) Error() string { return e.text }
 func (*timeoutError) Timeout() bool   { return true }
 
-// url.full loses user information, query and fragment, and keeps an
-// escaped path as it was.
+// url.full is redacted as the HTTP conventions ask: user information
+// becomes REDACTED:REDACTED, credential query values REDACTED with their
+// names and the other parameters kept, the fragment goes; a URL with
+// nothing to redact is left to otelhttp (ok false).
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"https://api.openai.com/v1/chat/completions":                           "https://api.openai.com/v1/chat/completions",
-		"https://u:p@host:8443/v1/models/g:generateContent?key=K&alt=sse#frag": "https://host:8443/v1/models/g:generateContent",
-		"https://host/a%2Fb?x=1":                                               "https://host/a%2Fb",
-		"http://host?":                                                         "http://host",
+		"https://u:p@host:8443/v1/models/g:generateContent?key=K&alt=sse#frag": "https://REDACTED:REDACTED@host:8443/v1/models/g:generateContent?key=REDACTED&alt=sse",
+		"https://u@host/v1": "https://REDACTED:REDACTED@host/v1",
+		"https://host/a%2Fb?api-version=2024-06-01&subscription-key=S":                    "https://host/a%2Fb?api-version=2024-06-01&subscription-key=REDACTED",
+		"https://b.s3.amazonaws.com/o?X-Amz-Credential=C&X-Amz-Signature=S&x-id=Get":      "https://b.s3.amazonaws.com/o?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED&x-id=Get",
+		"https://acct.blob.core.windows.net/c?sv=2022&sig=S&AWSAccessKeyId=A&Signature=G": "https://acct.blob.core.windows.net/c?sv=2022&sig=REDACTED&AWSAccessKeyId=REDACTED&Signature=REDACTED",
+		"https://host/v1?access_token=T&X-Goog-Signature=G&x%2Dapi%2Dkey=K":               "https://host/v1?access_token=REDACTED&X-Goog-Signature=REDACTED&x%2Dapi%2Dkey=REDACTED",
+		"https://host/v1#frag": "https://host/v1",
 	} {
 		u, err := url.Parse(in)
 		require.NoError(t, err)
-		assert.Equal(t, want, redactURL(u), in)
+		got, ok := redactURL(u)
+		assert.True(t, ok, in)
+		assert.Equal(t, want, got, in)
 	}
-	assert.Empty(t, redactURL(nil))
+	for _, in := range []string{
+		"https://api.openai.com/v1/chat/completions",
+		"https://host/v1?alt=sse&api-version=2024-06-01",
+		"https://host/v1?key=", // no value to hide
+	} {
+		u, err := url.Parse(in)
+		require.NoError(t, err)
+		_, ok := redactURL(u)
+		assert.False(t, ok, "nothing to redact in %s", in)
+	}
+	_, ok := redactURL(nil)
+	assert.False(t, ok)
 }
 
 // A request with its own policy (llmretry.WithPolicy) runs that policy's

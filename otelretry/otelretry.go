@@ -40,16 +40,69 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.mp = mp }
 }
 
-// New returns an llmretry Transport, as llmretry.New(base, p) would, whose
-// attempts are traced and measured: the layers are llmretry, then otelhttp
-// (one CLIENT span per attempt), then base (http.DefaultTransport if nil).
-// See the package documentation for what is recorded.
+// Transport is an llmretry Transport, traced and measured: an
+// http.RoundTripper that retries by its policy, as *llmretry.Transport
+// does, and records each call's attempts (as spans and counts) and how
+// the call ended (see the package documentation). Make it with New or
+// NewCoordinated.
+//
+// The zero Transport sends as the zero llmretry.Transport does, and
+// records nothing. A Transport is safe for concurrent use.
+type Transport struct {
+	rt  *llmretry.Transport
+	tel *telemetry
+}
+
+// zero is what the zero Transport sends through.
+var zero llmretry.Transport
+
+// RoundTrip sends req through the llmretry Transport, and records how the
+// call ended: llmretry.calls, llmretry.call.attempts and the outcome on
+// the caller's span. What it returns is what llmretry's RoundTrip returns.
+//
+// A request sent while another llmretry call is retrying it (its context
+// is an attempt's, see llmretry.AttemptFromContext) is passed through by
+// llmretry, and is not a call of its own here either.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.rt == nil {
+		return zero.RoundTrip(req)
+	}
+	if req == nil || llmretry.AttemptFromContext(req.Context()) > 0 {
+		return t.rt.RoundTrip(req)
+	}
+	resp, err := t.rt.RoundTrip(req)
+	t.tel.recordCall(req, resp, err)
+	return resp, err
+}
+
+// CloseIdleConnections closes the base transport's idle connections, if
+// it has such a method.
+func (t *Transport) CloseIdleConnections() {
+	if t.rt == nil {
+		zero.CloseIdleConnections()
+		return
+	}
+	t.rt.CloseIdleConnections()
+}
+
+// Retrying returns the llmretry Transport that t records: the one that
+// llmretry.New or llmretry.NewCoordinated would have made, sending through
+// otelhttp. A call sent through it directly has its attempts recorded,
+// its waits and holds too, but not how it ended. It returns nil for the
+// zero Transport.
+func (t *Transport) Retrying() *llmretry.Transport { return t.rt }
+
+// New returns a Transport that retries as llmretry.New(base, p) would and
+// is traced and measured: the layers are this package's call record, then
+// llmretry, then otelhttp (one CLIENT span per attempt), then base
+// (http.DefaultTransport if nil). See the package documentation for what
+// is recorded.
 //
 // p's own OnAttempt still runs, after this package has recorded the
 // attempt. An invalid policy is an error, and no Transport is made. Like
 // any llmretry Transport, the result is safe for concurrent use (p's
 // OnAttempt must then be too).
-func New(base http.RoundTripper, p llmretry.Policy, opts ...Option) (*llmretry.Transport, error) {
+func New(base http.RoundTripper, p llmretry.Policy, opts ...Option) (*Transport, error) {
 	tel, rt, err := build(base, opts)
 	if err != nil {
 		return nil, err
@@ -59,19 +112,19 @@ func New(base http.RoundTripper, p llmretry.Policy, opts ...Option) (*llmretry.T
 	if err != nil {
 		return nil, fmt.Errorf("otelretry: %w", err)
 	}
-	return t, nil
+	return &Transport{rt: t, tel: tel}, nil
 }
 
-// NewCoordinated returns a coordinated llmretry Transport, as
+// NewCoordinated returns a Transport that retries as
 // llmretry.NewCoordinated(base, p, c) would, traced and measured like
 // New's; each coordinated hold is also an event on the caller's span and
-// is counted by outcome.
+// is counted by outcome, and each probe is marked.
 //
 // p's own OnAttempt and OnHold still run, after this package has recorded
 // the attempt or the hold. An invalid policy or coordination is an error,
 // and no Transport is made. The result is safe for concurrent use (p's
 // hooks must then be too).
-func NewCoordinated(base http.RoundTripper, p llmretry.Policy, c llmretry.Coordination, opts ...Option) (*llmretry.Transport, error) {
+func NewCoordinated(base http.RoundTripper, p llmretry.Policy, c llmretry.Coordination, opts ...Option) (*Transport, error) {
 	tel, rt, err := build(base, opts)
 	if err != nil {
 		return nil, err
@@ -82,7 +135,7 @@ func NewCoordinated(base http.RoundTripper, p llmretry.Policy, c llmretry.Coordi
 	if err != nil {
 		return nil, fmt.Errorf("otelretry: %w", err)
 	}
-	return t, nil
+	return &Transport{rt: t, tel: tel}, nil
 }
 
 // build resolves the options and returns the instruments and the round
@@ -111,6 +164,7 @@ func build(base http.RoundTripper, opts []Option) (*telemetry, http.RoundTripper
 	spans := otelhttp.NewTransport(&attemptTransport{base: base, tel: tel},
 		otelhttp.WithTracerProvider(cfg.tp),
 		otelhttp.WithMeterProvider(cfg.mp),
+		otelhttp.WithSpanNameFormatter(spanName),
 	)
 	return tel, &instrumented{spans: spans, base: base}, nil
 }

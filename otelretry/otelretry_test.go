@@ -63,7 +63,7 @@ func TestEachAttemptIsAClientSpan(t *testing.T) {
 		caller := turn.SpanContext()
 		for i, s := range spans {
 			assert.Equal(t, trace.SpanKindClient, s.SpanKind())
-			assert.Equal(t, "HTTP POST", s.Name())
+			assert.Equal(t, "POST", s.Name(), "the span is named by the method alone")
 			assert.Equal(t, caller.TraceID(), s.SpanContext().TraceID())
 			assert.Equalf(t, caller.SpanID(), s.Parent().SpanID(), "attempt %d is a child of the caller's span", i+1)
 			rc, ok := attr(s.Attributes(), semconv.HTTPRequestResendCountKey)
@@ -237,6 +237,17 @@ func TestCoordinatedHolds(t *testing.T) {
 		assert.ElementsMatch(t, []string{"sent as the probe", "released"}, outcomes)
 		assert.ElementsMatch(t, []int64{1, 2}, delayed, "the attempt each hold delayed: the new call's first, the held call's retry")
 
+		// The attempt sent as the probe, and only it, is marked on its span.
+		var probes []int64
+		for _, s := range r.clientSpans() {
+			if v, ok := attr(s.Attributes(), keyProbe); ok {
+				assert.True(t, v.AsBool())
+				status, _ := attr(s.Attributes(), semconv.HTTPResponseStatusCodeKey)
+				probes = append(probes, status.AsInt64())
+			}
+		}
+		assert.Equal(t, []int64{200}, probes, "one probe, answered")
+
 		rm := r.collect(t)
 		assert.Equal(t, map[string]int64{
 			"llmretry.outcome=sent as the probe llmretry.reason=provider down server.address=api.example.com": 1,
@@ -273,7 +284,7 @@ func TestCoordinatedHolds(t *testing.T) {
 func TestNoCredentialInTelemetry(t *testing.T) {
 	const (
 		secretURL = "https://user:pa55word@generativelanguage.googleapis.com/v1beta/models/gemini:generateContent?key=SECRET-KEY&alt=json"
-		cleanURL  = "https://generativelanguage.googleapis.com/v1beta/models/gemini:generateContent"
+		cleanURL  = "https://REDACTED:REDACTED@generativelanguage.googleapis.com/v1beta/models/gemini:generateContent?key=REDACTED&alt=json"
 	)
 	for _, coordinated := range []bool{false, true} {
 		name := "New"
@@ -285,7 +296,7 @@ func TestNoCredentialInTelemetry(t *testing.T) {
 				r := newRig()
 				p := newProvider(step{leak: true}, step{status: 503}, step{status: 200})
 				policy := llmretry.Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}
-				var rt *llmretry.Transport
+				var rt *Transport
 				var err error
 				if coordinated {
 					rt, err = NewCoordinated(p, policy, llmretry.Coordination{}, r.opts()...)
@@ -309,7 +320,7 @@ func TestNoCredentialInTelemetry(t *testing.T) {
 				r.requireAllEnded(t)
 
 				text := telemetryText(t, r)
-				for _, secret := range []string{"SECRET", "pa55word", "user:", "?key", "alt=json"} {
+				for _, secret := range []string{"SECRET", "pa55word", "user:", "user@"} {
 					assert.NotContainsf(t, text, secret, "telemetry:\n%s", text)
 				}
 				spans := r.clientSpans()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/llmretry/llmretry"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,6 +25,8 @@ const (
 	metricWaitDuration = "llmretry.wait.duration"
 	metricHolds        = "llmretry.holds"
 	metricHoldDuration = "llmretry.hold.duration"
+	metricCalls        = "llmretry.calls"
+	metricCallAttempts = "llmretry.call.attempts"
 
 	keyReason   = attribute.Key("llmretry.reason")
 	keyDuration = attribute.Key("llmretry.duration")
@@ -30,6 +34,8 @@ const (
 	keyOutcome  = attribute.Key("llmretry.outcome")
 	keyKey      = attribute.Key("llmretry.key")
 	keyResend   = attribute.Key("llmretry.resend")
+	keyProbe    = attribute.Key("llmretry.probe")
+	keyAttempts = attribute.Key("llmretry.attempts")
 )
 
 // waitBuckets are the histogram boundaries for waits and holds, in
@@ -37,13 +43,21 @@ const (
 // five-minute server waits llmretry honours by default.
 var waitBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 45, 60, 120, 180, 240, 300, 600}
 
-// telemetry holds one Transport's instruments. Instruments are safe for
+// attemptBuckets are the histogram boundaries for the attempts a call
+// made: every count up to the default schedule's 7, then coarser.
+var attemptBuckets = []float64{0, 1, 2, 3, 4, 5, 6, 7, 10, 15, 20, 30, 50}
+
+// telemetry holds one Transport's instruments, and the attribute sets of
+// its usual measurements (see optionCache). Instruments are safe for
 // concurrent use, and so is telemetry.
 type telemetry struct {
 	attempts     metric.Int64Counter
 	waits        metric.Float64Histogram
 	holds        metric.Int64Counter
 	holdDuration metric.Float64Histogram
+	calls        metric.Int64Counter
+	callAttempts metric.Int64Histogram
+	sets         optionCache
 }
 
 // newTelemetry creates the instruments on m.
@@ -72,6 +86,17 @@ func newTelemetry(m metric.Meter) (*telemetry, error) {
 		metric.WithExplicitBucketBoundaries(waitBuckets...)); err != nil {
 		return nil, fmt.Errorf("otelretry: creating %s: %w", metricHoldDuration, err)
 	}
+	if t.calls, err = m.Int64Counter(metricCalls,
+		metric.WithDescription("Calls through llmretry, by how they ended: answered the first time, answered after retries, or given up, and why."),
+		metric.WithUnit("{call}")); err != nil {
+		return nil, fmt.Errorf("otelretry: creating %s: %w", metricCalls, err)
+	}
+	if t.callAttempts, err = m.Int64Histogram(metricCallAttempts,
+		metric.WithDescription("Attempts each call made, by how it ended."),
+		metric.WithUnit("{attempt}"),
+		metric.WithExplicitBucketBoundaries(attemptBuckets...)); err != nil {
+		return nil, fmt.Errorf("otelretry: creating %s: %w", metricCallAttempts, err)
+	}
 	return &t, nil
 }
 
@@ -84,6 +109,9 @@ func newTelemetry(m metric.Meter) (*telemetry, error) {
 func (t *telemetry) onAttempt(user func(llmretry.Attempt)) func(llmretry.Attempt) {
 	return func(a llmretry.Attempt) {
 		t.recordWait(a)
+		if a.Probe {
+			markProbe(a)
+		}
 		if user != nil {
 			user(a)
 		}
@@ -161,6 +189,43 @@ func outcome(resp *http.Response, err error) (string, attribute.KeyValue) {
 	return strconv.Itoa(resp.StatusCode), semconv.HTTPResponseStatusCode(resp.StatusCode)
 }
 
+// markProbe sets llmretry.probe on the span of a, an attempt sent as its
+// provider key's probe, if the span is still open: the span of an attempt
+// that got a response ends when its body is closed, after OnAttempt (see
+// the package documentation for the one that got an error). The span is
+// found in the context of the request the base answered, which
+// attemptTransport makes sure the response carries.
+func markProbe(a llmretry.Attempt) {
+	if a.Response == nil || a.Response.Request == nil || a.Request == nil {
+		return
+	}
+	span := trace.SpanFromContext(a.Response.Request.Context())
+	if span.IsRecording() && !span.SpanContext().Equal(trace.SpanContextFromContext(a.Request.Context())) {
+		span.SetAttributes(keyProbe.Bool(true))
+	}
+}
+
+// countAttempt counts one attempt sent to req's server, by its result
+// (resp or err) and whether it was a resend.
+func (t *telemetry) countAttempt(ctx context.Context, req *http.Request, resp *http.Response, err error, resend bool) {
+	if err != nil || resp == nil {
+		// Error types are many and rare: their sets are not kept.
+		_, result := outcome(resp, err)
+		t.attempts.Add(ctx, 1, metric.WithAttributes(serverAddress(req), result, keyResend.Bool(resend)))
+		return
+	}
+	k := setKey{kind: setAttempt, host: host(req), code: resp.StatusCode, flag: resend}
+	t.attempts.Add(ctx, 1, t.sets.get(k).add...)
+}
+
+// host is req's URL's host without the port.
+func host(req *http.Request) string {
+	if req == nil || req.URL == nil {
+		return ""
+	}
+	return req.URL.Hostname()
+}
+
 // serverAddress is the server.address attribute of req: its URL's host
 // without the port.
 func serverAddress(req *http.Request) attribute.KeyValue {
@@ -168,4 +233,93 @@ func serverAddress(req *http.Request) attribute.KeyValue {
 		return semconv.ServerAddress("")
 	}
 	return semconv.ServerAddress(req.URL.Hostname())
+}
+
+// setKind says which measurement a cached attribute set is for.
+type setKind uint8
+
+const (
+	setAttempt      setKind = iota // llmretry.attempts: host, status code, resend
+	setCall                        // llmretry.calls: host, outcome, reason
+	setCallAttempts                // llmretry.call.attempts: host, outcome
+)
+
+// setKey names one cached attribute set. A route (fallback routes, issue
+// 21) would join the key here and the sets in setKey.attributes.
+type setKey struct {
+	kind   setKind
+	host   string
+	code   int    // setAttempt: the status code
+	flag   bool   // setAttempt: a resend
+	what   string // setCall, setCallAttempts: the outcome
+	reason string // setCall: the reason of a give-up
+}
+
+// attributes are the attributes k names.
+func (k setKey) attributes() []attribute.KeyValue {
+	addr := semconv.ServerAddress(k.host)
+	switch k.kind {
+	case setAttempt:
+		return []attribute.KeyValue{addr, semconv.HTTPResponseStatusCode(k.code), keyResend.Bool(k.flag)}
+	case setCall:
+		if k.reason != "" {
+			return []attribute.KeyValue{addr, keyOutcome.String(k.what), keyReason.String(k.reason)}
+		}
+		return []attribute.KeyValue{addr, keyOutcome.String(k.what)}
+	}
+	return []attribute.KeyValue{addr, keyOutcome.String(k.what)}
+}
+
+// options are a cached attribute set as the options an instrument takes,
+// in slices, so that passing them allocates nothing.
+type options struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// maxSets bounds the sets an optionCache keeps: a few hosts times the
+// statuses and outcomes they see. Past it, sets are built per measurement.
+const maxSets = 1024
+
+// optionCache keeps the attribute sets of the usual measurements, so that
+// a request that works the first time builds none. Reads take no lock: the
+// map is replaced, never changed, when a set is added. The zero
+// optionCache is empty and ready; it is safe for concurrent use.
+type optionCache struct {
+	mu sync.Mutex // serializes additions
+	m  atomic.Pointer[map[setKey]options]
+}
+
+// get returns the options of k's attributes, from the cache or built.
+func (c *optionCache) get(k setKey) options {
+	if m := c.m.Load(); m != nil {
+		if o, ok := (*m)[k]; ok {
+			return o
+		}
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(k.attributes()...))
+	o := options{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil && len(*old) >= maxSets {
+		return o
+	}
+	m := make(map[setKey]options, 1+lenOf(old))
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[k] = o
+	c.m.Store(&m)
+	return o
+}
+
+// lenOf is the length of *m, 0 for nil.
+func lenOf(m *map[setKey]options) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }
