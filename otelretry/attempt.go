@@ -32,8 +32,12 @@ type attemptTransport struct {
 func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	n := llmretry.AttemptFromContext(ctx)
+	probe := llmretry.ProbeFromContext(ctx)
 	port, implied := serverPort(req.URL)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		if probe {
+			span.SetAttributes(keyProbe.Bool(true))
+		}
 		// otelhttp has set its own attributes when the span started; the
 		// later value of a key wins (the span has not been exported yet).
 		u, rewrite := redactURL(req.URL)
@@ -64,7 +68,7 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			labeler.Add(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
 		}
 	}
-	t.tel.countAttempt(ctx, req, resp, err, n > 1)
+	t.tel.countAttempt(ctx, req, resp, err, n > 1, probe)
 	return resp, err
 }
 

@@ -57,7 +57,7 @@ func TestCallOutcomes(t *testing.T) {
 		{"a 400 at once", []step{{status: 400}}, 0, 0, "gave_up", "not_retryable", 1},
 		{"server wait too long", []step{retryAfter}, 0, 0, "gave_up", "wait_too_long", 1},
 		{"provider refused", []step{refused}, 0, 0, "gave_up", "provider_refused", 1},
-		{"no time left", []step{{status: 503}}, 30 * time.Second, 0, "gave_up", "no_time_left", 1},
+		{"no time left", []step{{status: 503}}, time.Second, 0, "gave_up", "no_time_left", 1}, // a 200-ms reserve: a 1-s wait does not fit
 		{"canceled in a wait", []step{{status: 503}}, 0, 1500 * time.Millisecond, "gave_up", "canceled", 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -63,10 +63,9 @@
 //     …; the first carries none. It is read from
 //     llmretry.AttemptFromContext.
 //   - An attempt sent as its provider key's probe (NewCoordinated) carries
-//     llmretry.probe=true, set from Attempt.Probe in OnAttempt, while the
-//     span is open: that is, when the probe got a response. A probe that
-//     got an error has its span ended by otelhttp before llmretry says it
-//     was a probe, and is not marked.
+//     llmretry.probe=true on its span and on its llmretry.attempts point,
+//     read from llmretry.ProbeFromContext as it is sent, whatever its
+//     result.
 //   - A base error whose text quotes a credential of the request (its
 //     query, user information, the value of Authorization, x-api-key,
 //     api-key, x-goog-api-key, Proxy-Authorization or Cookie, or a key=,

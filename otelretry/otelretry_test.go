@@ -249,6 +249,13 @@ func TestCoordinatedHolds(t *testing.T) {
 		assert.Equal(t, []int64{200}, probes, "one probe, answered")
 
 		rm := r.collect(t)
+		probeAttempts := int64(0)
+		for k, n := range counts(t, findMetric(t, rm, metricAttempts)) {
+			if strings.Contains(k, "llmretry.probe=true") {
+				probeAttempts += n
+			}
+		}
+		assert.Equal(t, int64(1), probeAttempts, "the probe is marked on its llmretry.attempts point too")
 		assert.Equal(t, map[string]int64{
 			"llmretry.outcome=sent as the probe llmretry.reason=provider down server.address=api.example.com": 1,
 			"llmretry.outcome=released llmretry.reason=provider down server.address=api.example.com":          1,

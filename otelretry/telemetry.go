@@ -109,9 +109,6 @@ func newTelemetry(m metric.Meter) (*telemetry, error) {
 func (t *telemetry) onAttempt(user func(llmretry.Attempt)) func(llmretry.Attempt) {
 	return func(a llmretry.Attempt) {
 		t.recordWait(a)
-		if a.Probe {
-			markProbe(a)
-		}
 		if user != nil {
 			user(a)
 		}
@@ -189,32 +186,21 @@ func outcome(resp *http.Response, err error) (string, attribute.KeyValue) {
 	return strconv.Itoa(resp.StatusCode), semconv.HTTPResponseStatusCode(resp.StatusCode)
 }
 
-// markProbe sets llmretry.probe on the span of a, an attempt sent as its
-// provider key's probe, if the span is still open: the span of an attempt
-// that got a response ends when its body is closed, after OnAttempt (see
-// the package documentation for the one that got an error). The span is
-// found in the context of the request the base answered, which
-// attemptTransport makes sure the response carries.
-func markProbe(a llmretry.Attempt) {
-	if a.Response == nil || a.Response.Request == nil || a.Request == nil {
-		return
-	}
-	span := trace.SpanFromContext(a.Response.Request.Context())
-	if span.IsRecording() && !span.SpanContext().Equal(trace.SpanContextFromContext(a.Request.Context())) {
-		span.SetAttributes(keyProbe.Bool(true))
-	}
-}
-
 // countAttempt counts one attempt sent to req's server, by its result
-// (resp or err) and whether it was a resend.
-func (t *telemetry) countAttempt(ctx context.Context, req *http.Request, resp *http.Response, err error, resend bool) {
+// (resp or err), whether it was a resend and whether it was its key's
+// probe (llmretry.probe, present only when true).
+func (t *telemetry) countAttempt(ctx context.Context, req *http.Request, resp *http.Response, err error, resend, probe bool) {
 	if err != nil || resp == nil {
 		// Error types are many and rare: their sets are not kept.
 		_, result := outcome(resp, err)
-		t.attempts.Add(ctx, 1, metric.WithAttributes(serverAddress(req), result, keyResend.Bool(resend)))
+		attrs := []attribute.KeyValue{serverAddress(req), result, keyResend.Bool(resend)}
+		if probe {
+			attrs = append(attrs, keyProbe.Bool(true))
+		}
+		t.attempts.Add(ctx, 1, metric.WithAttributes(attrs...))
 		return
 	}
-	k := setKey{kind: setAttempt, host: host(req), code: resp.StatusCode, flag: resend}
+	k := setKey{kind: setAttempt, host: host(req), code: resp.StatusCode, flag: resend, probe: probe}
 	t.attempts.Add(ctx, 1, t.sets.get(k).add...)
 }
 
@@ -251,6 +237,7 @@ type setKey struct {
 	host   string
 	code   int    // setAttempt: the status code
 	flag   bool   // setAttempt: a resend
+	probe  bool   // setAttempt: its key's probe
 	what   string // setCall, setCallAttempts: the outcome
 	reason string // setCall: the reason of a give-up
 }
@@ -260,6 +247,9 @@ func (k setKey) attributes() []attribute.KeyValue {
 	addr := semconv.ServerAddress(k.host)
 	switch k.kind {
 	case setAttempt:
+		if k.probe {
+			return []attribute.KeyValue{addr, semconv.HTTPResponseStatusCode(k.code), keyResend.Bool(k.flag), keyProbe.Bool(true)}
+		}
 		return []attribute.KeyValue{addr, semconv.HTTPResponseStatusCode(k.code), keyResend.Bool(k.flag)}
 	case setCall:
 		if k.reason != "" {
