@@ -162,6 +162,7 @@ func TestGoOpenAIExhausted(t *testing.T) {
 				require.ErrorAs(t, err, &ex)
 				assert.Equal(t, layerK+1, ex.Attempts)
 				assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+				assert.ErrorIs(t, err, llmretry.ErrRetriesSpent, "the reason, on go-openai's error")
 			},
 		},
 	}

@@ -2,7 +2,9 @@ package interop
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
 	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -402,4 +405,104 @@ func TestStreamTimeoutsThroughSDKs(t *testing.T) {
 			})
 		}
 	})
+}
+
+// openAIResponsesStream streams parts as Responses API events:
+// response.created, response.in_progress, one response.output_text.delta
+// per part, response.completed.
+func openAIResponsesStream(parts ...string) reply {
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	const resp = `{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"model":"gpt-4o-mini-2024-07-18","output":[],"status":"in_progress"}`
+	events := []string{
+		ev("response.created", `{"type":"response.created","sequence_number":0,"response":`+resp+`}`),
+		ev("response.in_progress", `{"type":"response.in_progress","sequence_number":1,"response":`+resp+`}`),
+	}
+	for i, p := range parts {
+		events = append(events, ev("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":`+fmt.Sprint(i+2)+
+			`,"item_id":"msg_67ccd2bf17f0819081ff3bb2cf6508e6","output_index":0,"content_index":0,"delta":`+quote(p)+`}`))
+	}
+	events = append(events, ev("response.completed", `{"type":"response.completed","sequence_number":`+fmt.Sprint(len(parts)+2)+
+		`,"response":{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"model":"gpt-4o-mini-2024-07-18","output":[],"status":"completed"}}`))
+	return reply{status: http.StatusOK, header: openAIHeaders("text/event-stream; charset=utf-8"), events: events}
+}
+
+// openai-go's Responses.NewStreaming: a 200 whose first event after the
+// preamble (response.created, response.in_progress) is "event: error"
+// with server_is_overloaded. openai-go hands that event to the caller as
+// an ordinary event of type "error", not as stream.Err(); with
+// RetryStreams the attempt is retried and the caller reads the second
+// attempt's whole text.
+func TestOpenAIResponsesStreamErrorFirst(t *testing.T) {
+	broken := openAIResponsesStream(streamParts...)
+	broken.events = append(broken.events[:2:2],
+		"event: error\ndata: {\"type\":\"error\",\"code\":\"server_is_overloaded\",\"message\":\"The server is overloaded. Please try again later.\",\"param\":null,\"sequence_number\":2}\n\n")
+	read := func(client openai.Client) (text string, errorEvents int, err error) {
+		stream := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
+			Model: openAIModel,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")},
+		})
+		defer stream.Close()
+		var b strings.Builder
+		for stream.Next() {
+			switch ev := stream.Current(); ev.Type {
+			case "response.output_text.delta":
+				b.WriteString(ev.Delta)
+			case "error":
+				errorEvents++
+			}
+		}
+		return b.String(), errorEvents, stream.Err()
+	}
+	for _, retry := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			prov := newProvider(broken, openAIResponsesStream(streamParts...))
+			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: retry})
+			text, errorEvents, err := read(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
+			require.NoError(t, err)
+			if retry {
+				assert.Equal(t, streamText, text)
+				assert.Zero(t, errorEvents)
+				assert.Equal(t, 2, prov.attempts())
+				assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])))
+				return
+			}
+			assert.Empty(t, text)
+			assert.Equal(t, 1, errorEvents, "the caller must spot the error event itself")
+			assert.Equal(t, 1, prov.attempts())
+		})
+	}
+}
+
+// genai's GenerateContentStream: a 200 whose first event is Gemini's
+// {"error":{"code":503,…,"status":"UNAVAILABLE"}} reaches the caller as an
+// error after 1 attempt; with RetryStreams it is retried and the caller
+// reads the second attempt's text.
+func TestGeminiStreamErrorFirst(t *testing.T) {
+	unavailable := geminiStream("unused")
+	unavailable.events = []string{`data: {"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}` + "\r\n\r\n"}
+	for _, retry := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			prov := newProvider(unavailable, geminiStream("Hel", "lo!"))
+			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: retry})
+			client := geminiClient(t, fakeGeminiURL, rt, nil)
+			var text strings.Builder
+			var err error
+			for chunk, cerr := range client.Models.GenerateContentStream(context.Background(), geminiModel, geminiPrompt(), nil) {
+				if cerr != nil {
+					err = cerr
+					break
+				}
+				text.WriteString(chunk.Text())
+			}
+			if retry {
+				require.NoError(t, err)
+				assert.Equal(t, "Hello!", text.String())
+				assert.Equal(t, 2, prov.attempts())
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "UNAVAILABLE")
+			assert.Equal(t, 1, prov.attempts())
+		})
+	}
 }
