@@ -88,8 +88,13 @@ func TestCoordinatedUnderSDKs(t *testing.T) {
 					for i, err := range errs {
 						require.Error(t, err, "call %d", i)
 						var down *llmretry.DownError
-						if !errors.As(err, &down) {
-							assert.Regexp(t, `5\d\d`, err.Error(), "call %d: neither a DownError nor the probe's answer", i)
+						if errors.As(err, &down) {
+							assert.ErrorIs(t, err, llmretry.ErrNoTimeLeft, "call %d: the give-up says why through the SDK", i)
+							continue
+						}
+						assert.Regexp(t, `5\d\d`, err.Error(), "call %d: neither a DownError nor the probe's answer", i)
+						if gave := llmretry.GaveUp(sdkHTTPResponse(err)); assert.NotNil(t, gave, "call %d: the probe's answer carries its record", i) {
+							assert.Error(t, gave.Reason)
 						}
 					}
 					giveUp := tc.deadline - hostPolicy().Reserve

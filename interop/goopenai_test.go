@@ -162,6 +162,7 @@ func TestGoOpenAIExhausted(t *testing.T) {
 				require.ErrorAs(t, err, &ex)
 				assert.Equal(t, layerK+1, ex.Attempts)
 				assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+				assert.ErrorIs(t, err, llmretry.ErrRetriesSpent, "the reason, on go-openai's error")
 			},
 		},
 	}
@@ -169,10 +170,17 @@ func TestGoOpenAIExhausted(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				prov := newProvider(tt.failure)
-				_, err := goOpenAIClient(fakeOpenAIURL, retrying(t, prov, layerPolicy())).CreateChatCompletion(context.Background(), goOpenAIChat())
+				var rec recorder
+				p := layerPolicy()
+				p.OnAttempt = rec.on
+				_, err := goOpenAIClient(fakeOpenAIURL, retrying(t, prov, p)).CreateChatCompletion(context.Background(), goOpenAIChat())
 				require.Error(t, err)
 				tt.check(t, err)
 				assert.Equal(t, layerK+1, prov.attempts(), "no retries but llmretry's")
+				// go-openai's errors keep no *http.Response, so GaveUp has
+				// nothing to read: the last attempt's Stop says why.
+				require.Len(t, rec.attempts, layerK+1)
+				assert.Equal(t, llmretry.ErrRetriesSpent, rec.attempts[layerK].Stop)
 				if tt.failure.err == nil {
 					assert.False(t, errors.As(err, new(*llmretry.Exhausted)), "a response is never turned into an llmretry error")
 				}

@@ -221,11 +221,40 @@ func TestLayeringTrap(t *testing.T) {
 				if r.stack == stackLLM && header != nil {
 					assert.Equal(t, "false", header.Get("X-Should-Retry"), "llmretry marked the response it gave up on")
 				}
+				if resp := sdkHTTPResponse(err); resp != nil {
+					gave := llmretry.GaveUp(resp)
+					if r.stack == stackSDK {
+						assert.Nil(t, gave, "no llmretry, no record")
+					} else if assert.NotNil(t, gave, "GaveUp reads the record off the response the SDK kept") {
+						assert.Equal(t, llmretry.ErrRetriesSpent, gave.Reason)
+						assert.Equal(t, layerK+1, gave.Attempts, "the last llmretry call's own attempts")
+					}
+				}
 			})
 		})
 	}
 	t.Log("measured provider attempts (always-failing provider; synctest clock):\n" +
 		"| SDK | stack | failure | attempts | time |\n|---|---|---|---:|---:|\n" + joinLines(table))
+}
+
+// sdkHTTPResponse returns the *http.Response an SDK's typed error keeps
+// (openai-go's and anthropic-sdk-go's *Error, aws-sdk-go-v2's
+// *awshttp.ResponseError), or nil: what llmretry.GaveUp reads.
+func sdkHTTPResponse(err error) *http.Response {
+	var (
+		oaErr  *openai.Error
+		antErr *anthropic.Error
+		awsErr *awshttp.ResponseError
+	)
+	switch {
+	case errors.As(err, &oaErr):
+		return oaErr.Response
+	case errors.As(err, &antErr):
+		return antErr.Response
+	case errors.As(err, &awsErr) && awsErr.Response != nil:
+		return awsErr.Response.Response
+	}
+	return nil
 }
 
 // sdkErrorResponse returns the status of the SDK's typed error for a

@@ -139,3 +139,73 @@ func streamRequest(t *testing.T, c call) *http.Request {
 	req.Header = c.header
 	return req
 }
+
+// The zero Policy under a common 30-s deadline — an http.Client's Timeout,
+// a context, or the SDK's own WithRequestTimeout — against 502, 502, 200:
+// it retries and answers (3 attempts). The reserve of a zero Policy is the
+// lesser of 60 s and a fifth of the time left, 6 s here; a fixed 60 s
+// reserve would leave no room for a single wait and return the first 502.
+func TestOpenAIZeroPolicyUnderShortDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// call makes the call through rt with the 30-s deadline.
+		call func(rt http.RoundTripper) (*openai.ChatCompletion, error)
+	}{
+		{"http.Client Timeout", func(rt http.RoundTripper) (*openai.ChatCompletion, error) {
+			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0),
+				oaoption.WithHTTPClient(&http.Client{Transport: rt, Timeout: 30 * time.Second}))
+			return client.Chat.Completions.New(context.Background(), openAIParams())
+		}},
+		{"context deadline", func(rt http.RoundTripper) (*openai.ChatCompletion, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
+			return client.Chat.Completions.New(ctx, openAIParams())
+		}},
+		{"option.WithRequestTimeout", func(rt http.RoundTripper) (*openai.ChatCompletion, error) {
+			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0), oaoption.WithRequestTimeout(30*time.Second))
+			return client.Chat.Completions.New(context.Background(), openAIParams())
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(badGateway(), badGateway(), openAIChatCompletion("Hello!"))
+				var rec recorder
+				start := time.Now()
+				got, err := tt.call(retrying(t, prov, llmretry.Policy{OnAttempt: rec.on}))
+				require.NoError(t, err)
+				assert.Equal(t, "Hello!", got.Choices[0].Message.Content)
+				assert.Equal(t, 3, prov.attempts())
+				assert.Equal(t, []int{502, 502, 200}, rec.statuses())
+				gaps := prov.gaps()
+				require.Len(t, gaps, 2)
+				assert.LessOrEqual(t, gaps[0], time.Second, "full jitter up to 1 s")
+				assert.LessOrEqual(t, gaps[1], 2*time.Second, "then up to 2 s")
+				assert.LessOrEqual(t, time.Since(start), 3*time.Second)
+				for _, a := range rec.attempts {
+					assert.NoError(t, a.Stop)
+				}
+			})
+		})
+	}
+
+	// An explicit Reserve keeps its meaning: 60 s of a 30-s deadline leaves
+	// no room for a wait, and the first 502 comes back with its record.
+	t.Run("explicit 60-s Reserve", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := newProvider(badGateway(), badGateway(), openAIChatCompletion("Hello!"))
+			rt := retrying(t, prov, llmretry.Policy{Reserve: time.Minute})
+			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0),
+				oaoption.WithHTTPClient(&http.Client{Transport: rt, Timeout: 30 * time.Second}))
+			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
+			var apiErr *openai.Error
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, 502, apiErr.StatusCode)
+			gave := llmretry.GaveUp(apiErr.Response)
+			require.NotNil(t, gave)
+			assert.Equal(t, llmretry.ErrNoTimeLeft, gave.Reason)
+			assert.Equal(t, 1, gave.Attempts)
+			assert.Equal(t, 1, prov.attempts())
+		})
+	})
+}

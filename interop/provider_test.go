@@ -30,6 +30,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -99,6 +100,11 @@ type reply struct {
 	// delay is how long the provider takes to answer (RoundTrip only): a
 	// timer, or the request's context ending first, as over a connection.
 	delay time.Duration
+	// stall makes the body go silent after its bytes instead of ending:
+	// a Read then blocks until the body is closed (and fails) or the
+	// request's context ends (RoundTrip only): a provider that sent its
+	// headers, and perhaps some events, then nothing.
+	stall bool
 }
 
 // with returns a copy of r with header k set to v.
@@ -116,6 +122,12 @@ func (r reply) with(k, v string) reply {
 // reached it.
 func (r reply) after(d time.Duration) reply {
 	r.delay = d
+	return r
+}
+
+// stalled returns a copy of r whose body goes silent after its bytes.
+func (r reply) stalled() reply {
+	r.stall = true
 	return r
 }
 
@@ -228,6 +240,12 @@ func bodyType(body io.ReadCloser) string {
 // response renders the reply as the in-memory response to req.
 func (r reply) response(req *http.Request) *http.Response {
 	body := r.payload()
+	var rc io.ReadCloser = io.NopCloser(strings.NewReader(body))
+	length := int64(len(body))
+	if r.stall {
+		rc = &stallBody{r: strings.NewReader(body), ctx: req.Context(), closed: make(chan struct{})}
+		length = -1 // a stream of unknown length, as over the wire
+	}
 	return &http.Response{
 		Status:        fmt.Sprintf("%d %s", r.status, http.StatusText(r.status)),
 		StatusCode:    r.status,
@@ -235,11 +253,48 @@ func (r reply) response(req *http.Request) *http.Response {
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        r.header.Clone(),
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
+		Body:          rc,
+		ContentLength: length,
 		Request:       req,
 	}
 }
+
+// stallBody is the body of a stalled reply: its bytes, then silence until
+// it is closed (a Read then fails as on a closed connection) or the
+// request's context ends. It blocks on channels only, so a synctest
+// bubble sees it durably blocked and moves its clock on.
+type stallBody struct {
+	r      *strings.Reader // read by Read only
+	ctx    context.Context
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	select {
+	case <-b.closed:
+		return 0, errStallClosed
+	default:
+	}
+	if b.r.Len() > 0 {
+		return b.r.Read(p)
+	}
+	select {
+	case <-b.closed:
+		return 0, errStallClosed
+	case <-b.ctx.Done():
+		return 0, b.ctx.Err()
+	}
+}
+
+func (b *stallBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// errStallClosed is what a stalled body's Read returns once it is closed
+// (net/http's own words for a read on a closed body).
+var errStallClosed = errors.New("http: read on closed response body")
 
 // RoundTrip answers req in memory, reading its body as a server would.
 func (p *provider) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -272,6 +327,12 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(rep.status)
 	if rep.events == nil {
 		_, _ = io.WriteString(w, rep.body)
+		if rep.stall {
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+			<-r.Context().Done()
+		}
 		return
 	}
 	f, _ := w.(http.Flusher)
@@ -280,6 +341,9 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if f != nil {
 			f.Flush()
 		}
+	}
+	if rep.stall {
+		<-r.Context().Done() // silent until the client goes
 	}
 }
 
