@@ -287,6 +287,9 @@ func judgeEvent(name, data []byte) (firstEvent, bool) {
 	if top.noChoices && top.promptFilter {
 		return firstEvent{}, false // Azure OpenAI's prompt-filter chunk
 	}
+	if roleChunk(data) {
+		return firstEvent{}, false // OpenAI's opening chunk: a role, no content
+	}
 	switch string(label) {
 	case "ping", // Anthropic's keep-alive event
 		"message_start", "content_block_start", // Anthropic's preamble
@@ -675,6 +678,35 @@ func indexFold(s, sub string) int {
 func eqFoldAny(s string, words ...string) bool {
 	for _, w := range words {
 		if strings.EqualFold(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// roleChunks are the deltas of the chunk every OpenAI chat stream opens
+// with: the assistant's role and no content yet.
+var roleChunks = [...][]byte{
+	[]byte(`"delta":{"role":"assistant","content":""}`),
+	[]byte(`"delta":{"role":"assistant","content":"","refusal":null}`),
+	[]byte(`"delta":{"role":"assistant","content":null}`),
+	[]byte(`"delta":{"role":"assistant","content":null,"refusal":null}`),
+	[]byte(`"delta":{"role":"assistant"}`),
+}
+
+// roleChunk reports whether data is OpenAI's opening chat chunk, which
+// carries no content: one choice whose delta is only the assistant's role
+// (as OpenAI writes it, byte for byte), no finish reason and no tool call.
+// Anything else, or any doubt, is content.
+func roleChunk(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"object":"chat.completion.chunk"`)) ||
+		bytes.Count(data, []byte(`"delta":`)) != 1 ||
+		bytes.Contains(data, []byte(`"finish_reason":"`)) ||
+		bytes.Contains(data, []byte(`"tool_calls"`)) {
+		return false
+	}
+	for _, d := range roleChunks {
+		if bytes.Contains(data, d) {
 			return true
 		}
 	}

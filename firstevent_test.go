@@ -57,7 +57,7 @@ func firstEventCases() []firstEventCase {
 	overloaded := firstEvent{kind: eventOverloaded, what: "overloaded_error"}
 	return []firstEventCase{
 		// Healthy streams.
-		{name: "openai chat first chunk", head: feOpenAIChunk, tail: feOpenAINext + "data: [DONE]\n\n", want: content},
+		{name: "openai chat opening", head: feOpenAIChunk + feOpenAINext, tail: "data: [DONE]\n\n", want: content},
 		{name: "anthropic opening", head: feMessageStart + feBlockStart + fePing + feBlockDelta, tail: feBlockDelta2, want: content},
 		{name: "responses opening", head: feCreated + feInProgress + feItemAdded, tail: "event: response.output_text.delta\ndata: {}\n\n", want: content},
 		{name: "gemini chunk crlf", head: feGeminiChunk[:len(feGeminiChunk)-1], tail: "\n", want: content},
@@ -73,8 +73,11 @@ func firstEventCases() []firstEventCase {
 
 		// Anthropic error events.
 		{name: "anthropic overloaded", head: feOverloaded, tail: "event: message_stop\n\n", want: overloaded},
-		{name: "azure prompt-filter chunk then content", head: "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\n" + feOpenAIChunk, tail: "data: [DONE]\n\n", want: content},
+		{name: "azure prompt-filter chunk then content", head: "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\n" + feOpenAINext, tail: "data: [DONE]\n\n", want: content},
 		{name: "azure prompt-filter chunk then error", head: "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\ndata: {\"error\":{\"message\":\"The server had an error.\",\"type\":\"server_error\",\"code\":null}}\n\n", want: firstEvent{kind: eventServerError, what: "server_error"}},
+		{name: "openai role chunk then content", head: "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1694268190,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}]}\n\n" + feOpenAINext, tail: "data: [DONE]\n\n", want: content},
+		{name: "openai role chunk then error", head: "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1694268190,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}]}\n\ndata: {\"error\":{\"message\":\"The server had an error.\",\"type\":\"server_error\",\"code\":null}}\n\n", want: firstEvent{kind: eventServerError, what: "server_error"}},
+		{name: "openai role chunk that finishes is content", head: "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n", want: content},
 		{name: "anthropic preamble then error", head: feMessageStart + fePing + feBlockStart + feOverloaded, want: overloaded},
 		{name: "anthropic api_error", head: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}\n\n", want: firstEvent{kind: eventServerError, what: "api_error"}},
 		{name: "anthropic timeout_error", head: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"timeout_error\",\"message\":\"Request timeout\"}}\n\n", want: firstEvent{kind: eventServerError, what: "timeout_error"}},

@@ -234,18 +234,17 @@ func TestOpenAIStreamErrorFirst(t *testing.T) {
 	})
 
 	// Every chat stream opens with a chunk that carries only the role
-	// ({"delta":{"role":"assistant","content":""}}). It is not a preamble
-	// llmretry skips: it commits the stream, and an error chunk after it is
-	// the SDK's to report.
-	t.Run("error after the role chunk is not retried", func(t *testing.T) {
+	// ({"delta":{"role":"assistant","content":"","refusal":null}}). No
+	// content has come: llmretry reads past it, and an error chunk right
+	// after it is retried like one that comes first.
+	t.Run("error after the role chunk is retried", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prov := newProvider(openAIBrokenStream(1), openAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 			text, err := openAIStreamText(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
-			var streamErr *ssestream.StreamError
-			require.ErrorAs(t, err, &streamErr)
-			assert.Empty(t, text)
-			assert.Equal(t, 1, prov.attempts())
+			require.NoError(t, err)
+			assert.Equal(t, streamText, text)
+			assert.Equal(t, 2, prov.attempts())
 		})
 	})
 
