@@ -118,7 +118,6 @@ func (s *Store) dropped(n uint64, what string) {
 	}
 }
 
-
 // Close ends the Store's subscription and waits for the goroutines it
 // started — the subscription's, and those of Redis calls that outlived
 // their Timeout — for at most Options.Timeout and a second. Its methods

@@ -34,7 +34,6 @@ type subscription struct {
 
 	ready     chan struct{} // closed once Redis confirmed the subscription
 	readyOnce sync.Once
-
 }
 
 // Watch calls fn, on the Store's subscription goroutine, with a key's
