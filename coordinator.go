@@ -3,8 +3,8 @@ package llmretry
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"hash/maphash"
 	"net/http"
 	"strconv"
