@@ -35,7 +35,13 @@ import "github.com/redis/go-redis/v9"
 //
 //	"v ds du np pu w n len(p) len(name)\n" + p + name + r
 //
-// Every answer is {v, ds, du, np, pu, w, n, p, r, granted}.
+// Every answer is {v, ds, du, np, pu, w, n, p, r, granted, bad}: bad
+// counts the fields the script read as nothing — not a short digit string
+// (NaN, inf, 1e19, a negative), a time beyond the horizon (ARGV[1]: the
+// longest lifetime the Store's callers write, at least 10 minutes), a
+// version ahead of Redis's clock, an over-long prober or reason. A script
+// that read any writes the facts back as it read them. No expiry is set
+// beyond the horizon.
 const prelude = `
 local kf, kr = KEYS[1], KEYS[2]
 local hold = 60000
