@@ -19,7 +19,8 @@ import (
 // were one process. Facts live in Redis; held calls, their timers and the
 // choice of the next probe stay in each process, which keeps a local view
 // of each key fed by the Store's answers and its Watch notices (a Redis
-// channel), so a call to a quiet key makes no Redis call at all.
+// channel), so a call to a quiet key makes no Redis call, but for one
+// re-read of each key per probe interval while it has calls.
 //
 // Every method is safe for concurrent use. Each Redis call is bounded by
 // Options.Timeout, whatever the client's own timeouts; a failed or slow
