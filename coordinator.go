@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"hash/maphash"
 	"net/http"
 	"strconv"
@@ -29,7 +30,8 @@ type coordinator struct {
 
 	shared   Store        // cfg.Store, or the in-process store
 	local    *memStore    // the fallback while shared fails; nil if shared is in-process
-	fallback atomic.Int64 // until when (Unix ns) the fallback is used
+	fallback atomic.Int64 // until when (Unix ns) the fallback is used for every key
+	maxWait  atomic.Int64 // the longest server wait its calls' policies honour (ns)
 
 	keys      sync.Map     // keyID → *keyState
 	names     sync.Map     // the store's key name → *keyState, for notices
@@ -93,7 +95,10 @@ type keyState struct {
 	name string               // the store's name for it
 	view atomic.Pointer[view] // the latest facts learnt; nil: none yet
 	mark atomic.Bool          // idle at the last sweep
+	read atomic.Int64         // when (Unix ns) a shared store last told of the key
 	_    [64]byte
+
+	fallback atomic.Int64 // until when (Unix ns) the key uses the in-process fallback
 
 	calls inflight     // calls inside RoundTrip; closed once swept
 	woken atomic.Int64 // held calls woken, ever: what a change costs
@@ -179,12 +184,13 @@ func (co *coordinator) enter(req *http.Request) (*keyState, int) {
 // returns the key as the map then holds it.
 func (co *coordinator) insert(id keyID, req *http.Request) *keyState {
 	k := &keyState{id: id, name: co.shared.Key(id.host, credential(req))}
+	now := time.Now()
+	k.read.Store(now.UnixNano()) // what notices told of it is as good as a read
 	v, loaded := co.keys.LoadOrStore(id, k)
 	if !loaded {
 		co.names.Store(k.name, k)
-		now := time.Now()
 		if f, ok := co.noticed(k.name, now); ok {
-			co.learnt(k, f, now)
+			co.learnt(k, co.clamp(f, now), now)
 		}
 		co.maybeSweep(now)
 	}
@@ -243,8 +249,11 @@ func (co *coordinator) sweep(now time.Time) {
 // notice is the store's Watch callback: a key's facts changed.
 func (co *coordinator) notice(name string, f Facts) {
 	now := time.Now()
+	f = co.clamp(f, now)
 	if v, ok := co.names.Load(name); ok {
-		co.learnt(v.(*keyState), f, now)
+		k := v.(*keyState)
+		k.read.Store(now.UnixNano())
+		co.learnt(k, f, now)
 		return
 	}
 	// Not a key this process uses: keep what is live, for its first call.
@@ -302,34 +311,107 @@ func (co *coordinator) learnt(k *keyState, f Facts, now time.Time) {
 	}
 }
 
-// store returns the store to use at now: the shared one, or the fallback
-// while the shared one fails.
-func (co *coordinator) store(now time.Time) Store {
-	if co.local != nil && now.UnixNano() < co.fallback.Load() {
+// store returns the store to use for k at now: the shared one, or the
+// fallback while the shared one fails for k or for every key.
+func (co *coordinator) store(k *keyState, now time.Time) Store {
+	if co.local != nil && (now.UnixNano() < co.fallback.Load() || now.UnixNano() < k.fallback.Load()) {
 		return co.local
 	}
 	return co.shared
 }
 
 // use runs op on k's store, and again on the in-process fallback if the
-// shared store fails, which is then used for a probe interval. The facts
-// op returns are learnt. The store is called with ctx's values but never
-// its cancellation: a lease must be released even after the caller gave
-// up. It reports what op did; on the fallback, op always succeeds.
+// shared store fails, which is then used for a probe interval: for k
+// alone, or for every key if the store is unreachable. The facts op
+// returns are learnt, clamped (see clamp). The store is called with ctx's
+// values but never its cancellation: a lease must be released even after
+// the caller gave up. It reports what op did; on the fallback, op always
+// succeeds.
 func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op func(context.Context, Store) (Facts, bool, error)) bool {
 	ctx = context.WithoutCancel(ctx)
-	s := co.store(now)
+	s := co.store(k, now)
 	f, ok, err := op(ctx, s)
 	if err != nil && s != co.local && co.local != nil {
-		co.fallback.Store(now.Add(co.cfg.ProbeInterval).UnixNano())
+		until := now.Add(co.cfg.ProbeInterval).UnixNano()
+		if errors.Is(err, ErrStoreUnreachable) {
+			co.fallback.Store(until)
+		} else {
+			k.fallback.Store(until)
+		}
 		co.local.adopt(k.name, k.facts(now), now)
 		f, ok, err = op(ctx, co.local)
+	} else if err == nil && s == co.shared && co.local != nil {
+		k.read.Store(time.Now().UnixNano())
 	}
 	if err != nil {
 		return false // the in-process store does not fail
 	}
-	co.learnt(k, f, now)
+	co.learnt(k, co.clamp(f, now), now)
 	return ok
+}
+
+// stale reports whether k has calls that a shared store has not told of
+// for a probe interval: a notice may have been lost (a silent drop of the
+// store's connection), so the key is read again. Without a shared store
+// nothing is lost, and no clock is read.
+func (co *coordinator) stale(k *keyState) bool {
+	return co.local != nil && time.Now().UnixNano()-k.read.Load() >= int64(co.cfg.ProbeInterval)
+}
+
+// refresh reads k from the store if it is stale: once per probe interval
+// per key, by whichever call comes first.
+func (co *coordinator) refresh(ctx context.Context, k *keyState) {
+	if co.local == nil {
+		return
+	}
+	now := time.Now()
+	last := k.read.Load()
+	if now.UnixNano()-last < int64(co.cfg.ProbeInterval) || !k.read.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		f, err := s.Load(ctx, k.name, now)
+		return f, true, err
+	})
+}
+
+// honours notes that a call's policy honours server waits up to d.
+func (co *coordinator) honours(d time.Duration) {
+	for {
+		old := co.maxWait.Load()
+		if int64(d) <= old || co.maxWait.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
+}
+
+// clamp returns f as this process would itself have written it at now: no
+// probe lease or next probe more than a probe interval off, no down state
+// beyond its lapse rule (and a lease's), no down since in the future, and
+// no server wait longer than any its calls honour (at least
+// DefaultMaxRetryAfter), which is read as none. What a store holds that
+// no process of the fleet wrote (a forged notice, a rewritten record)
+// then holds calls no longer than the fleet's own facts could; what is
+// read again once it is gone leaves no trace.
+func (co *coordinator) clamp(f Facts, now time.Time) Facts {
+	iv := co.cfg.ProbeInterval
+	if lim := now.Add(iv); f.ProbeUntil.After(lim) {
+		f.ProbeUntil = lim
+	}
+	if lim := now.Add(iv); f.NextProbe.After(lim) {
+		f.NextProbe = lim
+	}
+	if lim := now.Add((downFor + 1) * iv); f.DownUntil.After(lim) {
+		f.DownUntil = lim
+	}
+	if f.DownSince.After(now) {
+		f.DownSince = now
+	}
+	if f.WaitUntil.Sub(now) > max(time.Duration(co.maxWait.Load()), DefaultMaxRetryAfter) {
+		f.WaitUntil = time.Time{}
+	}
+	f.Retries = max(f.Retries, 0)
+	return f
 }
 
 // probeGap returns the time until the next probe: ProbeInterval, less a

@@ -2,6 +2,8 @@ package llmretry
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"runtime/metrics"
 	"strconv"
@@ -265,5 +267,153 @@ func TestCoordinatedNoSpinOnStaleAnswers(t *testing.T) {
 		defer store.mu.Unlock()
 		t.Logf("probes asked: %d, arrivals %v", store.probes, p.arrivals())
 		assert.Less(t, store.probes, 50, "asked for the probe lease %d times in 500 ms", store.probes)
+	})
+}
+
+// liarStore refuses every probe lease with facts that say the key is down,
+// nobody probes and the probe is due, under a new version each time: a
+// store whose records no process of the fleet wrote.
+type liarStore struct {
+	Store
+	mu     sync.Mutex
+	probes int
+	v      uint64
+}
+
+func (s *liarStore) TakeProbe(_ context.Context, _ string, l Lease) (Facts, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probes++
+	s.v++
+	return Facts{Version: 1e6 + s.v, DownSince: l.At.Add(-time.Second), DownUntil: l.At.Add(time.Hour), NextProbe: l.At.Add(-time.Millisecond)}, false, nil
+}
+
+// A refused lease whose answer contradicts itself never spins, and every
+// turn of the gate checks the call's limits: the call ends at its deadline
+// minus its reserve (before: it asked for the lease in a loop that never
+// read the clock, past its deadline).
+func TestCoordinatedRefusedLeaseNeverSpins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(502), 0, window{0, time.Hour})
+		store := &liarStore{Store: NewMemoryStore()}
+		rt, err := NewCoordinated(p, Policy{Reserve: 10 * time.Millisecond}, Coordination{Store: store, ProbeInterval: 200 * time.Millisecond})
+		require.NoError(t, err)
+		start := time.Now()
+		results := callMany(t, rt, p.start, 3, 0, time.Second, nil)
+		for _, r := range results {
+			require.Error(t, r.err)
+		}
+		assert.LessOrEqual(t, time.Since(start), time.Second)
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		assert.LessOrEqual(t, store.probes, 3*5*5+3, "asked for the probe lease %d times in 1 s (5 probe intervals)", store.probes)
+	})
+}
+
+// keyFailStore fails every operation on one key, as a Redis key of the
+// wrong type would, or every key with ErrStoreUnreachable.
+type keyFailStore struct {
+	Store
+	bad  string
+	wide bool
+}
+
+func (s *keyFailStore) Report(ctx context.Context, key string, r Report) (Facts, error) {
+	if key == s.bad {
+		if s.wide {
+			return Facts{}, fmt.Errorf("test: %w", ErrStoreUnreachable)
+		}
+		return Facts{}, errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+	}
+	return s.Store.Report(ctx, key, r)
+}
+
+// A store error on one key sends that key alone to the in-process
+// fallback; one that wraps ErrStoreUnreachable sends every key.
+func TestCoordinatedKeyFailsAlone(t *testing.T) {
+	for _, wide := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			shared := NewMemoryStore()
+			req := func(auth string) *http.Request {
+				r, _ := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
+				r.Header.Set("Authorization", auth)
+				return r
+			}
+			fs := &keyFailStore{Store: shared, wide: wide}
+			co, stop := newCoordinator(Coordination{Store: fs, ProbeInterval: time.Second}.resolved())
+			defer stop()
+			kx, _ := co.enter(req("x"))
+			ky, _ := co.enter(req("y"))
+			fs.bad = kx.name
+			now := time.Now()
+			co.use(context.Background(), kx, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+				f, err := s.Report(ctx, kx.name, Report{At: now, Evidence: ProviderDown, DownFor: time.Minute, NextProbe: now})
+				return f, true, err
+			})
+			assert.Same(t, co.local, co.store(kx, now), "the failing key")
+			if wide {
+				assert.Same(t, co.local, co.store(ky, now), "another key, the store unreachable")
+			} else {
+				assert.Equal(t, co.shared, co.store(ky, now), "another key")
+			}
+			time.Sleep(time.Second)
+			assert.Equal(t, co.shared, co.store(kx, time.Now()), "a probe interval later")
+		})
+	}
+}
+
+// What a shared store says is read as this process would have written it:
+// a lease, a next probe and a down state no further off than its own, and
+// a wait longer than any its calls honour as none.
+func TestCoordinatedClampsFacts(t *testing.T) {
+	co, stop := newCoordinator(Coordination{ProbeInterval: time.Second}.resolved())
+	defer stop()
+	now := time.Now()
+	far := now.Add(10 * 365 * 24 * time.Hour)
+	f := co.clamp(Facts{DownSince: far, DownUntil: far, NextProbe: far, Prober: "evil", ProbeUntil: far, WaitUntil: far, Retries: -3}, now)
+	assert.Equal(t, now, f.DownSince)
+	assert.Equal(t, now.Add(4*time.Second), f.DownUntil)
+	assert.Equal(t, now.Add(time.Second), f.NextProbe)
+	assert.Equal(t, now.Add(time.Second), f.ProbeUntil)
+	assert.True(t, f.WaitUntil.IsZero())
+	assert.Zero(t, f.Retries)
+	// A wait the calls honour stays.
+	w := now.Add(time.Minute)
+	assert.Equal(t, w, co.clamp(Facts{WaitUntil: w}, now).WaitUntil)
+	co.honours(time.Hour)
+	w = now.Add(30 * time.Minute)
+	assert.Equal(t, w, co.clamp(Facts{WaitUntil: w}, now).WaitUntil)
+}
+
+// deafStore hears no notice: its subscription was silently dropped.
+type deafStore struct{ Store }
+
+func (deafStore) Watch(func(string, Facts)) func() { return func() {} }
+
+// A process that hears no notices reads the key it has calls for again
+// once a probe interval, so another process's server wait still holds its
+// calls (before: a quiet key was never read again).
+func TestCoordinatedDeafProcessRereads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(429, "Retry-After", "5"), 0, window{time.Second, time.Second + time.Nanosecond})
+		store := NewMemoryStore()
+		policy := Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}
+		a, err := NewCoordinated(p, policy, Coordination{Store: store, ProbeInterval: time.Second})
+		require.NoError(t, err)
+		b, err := NewCoordinated(p, policy, Coordination{Store: deafStore{store}, ProbeInterval: time.Second})
+		require.NoError(t, err)
+		require.NoError(t, callMany(t, b, p.start, 1, 0, time.Minute, nil)[0].err) // b knows the key
+		time.Sleep(time.Second)
+		done := make(chan error, 1)
+		go func() { done <- callMany(t, a, p.start, 1, 0, time.Minute, nil)[0].err }() // 429: wait until 6 s
+		synctest.Wait()
+		time.Sleep(time.Second)
+		require.NoError(t, callMany(t, b, p.start, 1, 0, time.Minute, nil)[0].err)
+		require.NoError(t, <-done)
+		at := p.arrivals()
+		require.Len(t, at, 4)
+		for _, x := range at[2:] {
+			assert.GreaterOrEqual(t, x, 6*time.Second, "nothing before the shared wait ends: %v", at)
+		}
 	})
 }

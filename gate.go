@@ -39,6 +39,9 @@ type coordCall struct {
 // join makes c's part in the coordination of req's key.
 func (co *coordinator) join(req *http.Request, p *Policy) *coordCall {
 	k, stripe := co.enter(req)
+	if int64(p.MaxRetryAfter) > co.maxWait.Load() {
+		co.honours(p.MaxRetryAfter)
+	}
 	return &coordCall{co: co, k: k, stripe: stripe, req: req, p: p}
 }
 
@@ -63,6 +66,10 @@ func (cc *coordCall) leave() {
 
 // admitFirst is admit for the call's first attempt.
 func (cc *coordCall) admitFirst(ctx context.Context) error {
+	if cc.k.quiet() && !cc.co.stale(cc.k) {
+		return nil
+	}
+	cc.co.refresh(ctx, cc.k)
 	if cc.k.quiet() {
 		return nil
 	}
@@ -192,6 +199,7 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 	if retry {
 		budget = cc.co.budget(k.calls.load())
 	}
+	cc.co.refresh(ctx, k)
 	if k.quiet() && budget == 0 {
 		return nil
 	}
@@ -201,6 +209,7 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 		exempt bool     // held by the key's state: the budget no longer applies
 		spread bool     // the release spread was slept
 		timer  *time.Timer
+		asked  time.Time // when the call was last refused the probe lease
 	)
 	defer func() {
 		if timer != nil {
@@ -211,8 +220,25 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 		}
 	}()
 	latest := lim.latest()
-	for {
+	iv := cc.co.cfg.ProbeInterval
+	for turn := 0; ; turn++ {
 		now := time.Now()
+		if turn > 0 {
+			// Every turn, whatever the last one read: the call's own
+			// limits and context come first.
+			if err := ctx.Err(); err != nil {
+				h.end(HoldCanceled)
+				return err
+			}
+			if !latest.IsZero() && !now.Before(latest) {
+				if h == nil {
+					h = cc.beginHold(gateDown, now, n)
+				}
+				h.end(HoldGaveUp)
+				return cc.downError(k.facts(now), gateDown, now, h.Start)
+			}
+			cc.co.refresh(ctx, k)
+		}
 		f := k.facts(now)
 		g, wake := gateOpen, time.Time{}
 		switch {
@@ -229,13 +255,18 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 					wake = f.ProbeUntil
 				case now.Before(f.NextProbe):
 					wake = f.NextProbe
+				case !asked.IsZero() && now.Before(asked.Add(iv/5)):
+					// Refused a moment ago, yet the answer says free and
+					// due (a store that contradicts itself): a refused
+					// lease never spins.
+					wake = asked.Add(iv / 5)
 				default:
 					g = gateProbe
 				}
 				if g == gateDown {
 					// Re-checked once a probe interval, so that a lost
 					// notice costs no more.
-					wake = earlier(wake, now.Add(cc.co.cfg.ProbeInterval))
+					wake = earlier(wake, now.Add(iv))
 				}
 			}
 		case budget > 0 && !exempt:
@@ -265,20 +296,21 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 			holder := cc.co.holder()
 			before := k.view.Load()
 			granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
-				return s.TakeProbe(ctx, k.name, Lease{Holder: holder, At: now, Until: now.Add(cc.co.cfg.ProbeInterval)})
+				return s.TakeProbe(ctx, k.name, Lease{Holder: holder, At: now, Until: now.Add(iv)})
 			})
 			if granted {
 				cc.probe, cc.probeSent, cc.wasProbe = holder, now, true
 				h.end(HoldProbe)
 				return nil
 			}
+			asked = now
 			if k.view.Load() != before {
 				continue // the answer says who probes, or when
 			}
 			// Refused by an answer the view did not take (no newer than
 			// what it holds: a store that lost the key, or the fallback):
 			// ask again at the next re-check, not at once.
-			g, wake = gateDown, now.Add(cc.co.cfg.ProbeInterval)
+			g, wake = gateDown, now.Add(iv)
 		case gateBudget:
 			holder := cc.co.holder()
 			until := now.Add(retryLease)
@@ -292,14 +324,18 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 				h.end(HoldReleased)
 				return nil
 			}
-			wake = now.Add(cc.co.cfg.ProbeInterval) // a retry elsewhere may end
+			wake = now.Add(iv) // a retry elsewhere may end
 		}
 
 		// Held.
 		if w == nil {
 			w = k.register(left, now)
 		}
-		k.candidate(w, g)
+		if k.candidate(w, g) && g == gateWait && cc.co.local != nil {
+			// A shared store's wait is read again once a probe interval:
+			// one no process wrote may be gone.
+			wake = earlier(wake, now.Add(iv))
+		}
 		if g != gateBudget {
 			exempt, spread = true, false
 		}

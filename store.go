@@ -2,8 +2,16 @@ package llmretry
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrStoreUnreachable, wrapped by a Store method's error, says that the
+// store as a whole cannot be reached (it does not answer, or refuses
+// every call), not that one key failed: every key then coordinates
+// in-process for a probe interval. Any other error sends only the key it
+// was about there.
+var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 
 // Store keeps the facts that coordinated calls share about each provider
 // key (see Coordination): whether the key is down, since when and why, who
@@ -68,13 +76,21 @@ import (
 //
 // A store may lose facts and notices (a restart, an eviction): a lost fact
 // costs at most a few requests that would have been held, and a process
-// re-checks a key it holds calls for at least once per probe interval, so
-// a lost notice costs at most that. A store's method may fail: the
-// coordinating process then goes on with an in-process store of its own
-// for one probe interval before it tries the store again, so a failing
-// store never fails a call or holds it past its deadline; no store error
-// reaches a caller. Methods should bound their own time (a shared store's
-// calls need short timeouts) and honour ctx.
+// re-reads a key it has calls for at least once per probe interval, so a
+// lost notice costs at most that. A store's method may fail: the
+// coordinating process then goes on with an in-process store of its own,
+// for that key alone, for one probe interval before it tries the store
+// again; an error that wraps ErrStoreUnreachable sends every key there.
+// So a failing store never fails a call or holds it past its deadline,
+// one failing key sinks no other, and no store error reaches a caller.
+// Methods should bound their own time (a shared store's calls need short
+// timeouts) and honour ctx.
+//
+// A process does not trust what a shared store tells it further than it
+// would have written it: a probe lease or next probe more than a probe
+// interval off, a down state beyond its lapse rule, are read as the most
+// it would have written; a server wait longer than any its calls would
+// honour is read as none.
 type Store interface {
 	// Key returns the store's name for the provider key of requests to
 	// host carrying credential.

@@ -5,7 +5,8 @@
 // retry budget counted fleet-wide, and held calls in every process
 // released within milliseconds of the probe's answer.
 //
-//	client := redis.NewClient(&redis.Options{Addr: "redis:6379"})
+//	client := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true}) // bounds Close
+
 //	st, err := redisstore.New(client, redisstore.Options{Secret: secret}) // the same secret on every process
 //	if err != nil { ... }
 //	defer st.Close()
@@ -22,10 +23,10 @@
 // Cluster slot; a change is published on PREFIX + "changes", to which each
 // Store holds one subscription. What waits stays in each process: held
 // calls, their timers and the choice of the next probe among them. A call
-// to a key with no live fact makes no Redis call: each process keeps a
-// view of each key, fed by its own operations' answers and by the channel;
-// a lost message costs at most a probe interval (held calls re-check
-// Redis once an interval).
+// to a key with no live fact makes no Redis call, but for one re-read per
+// key per probe interval: each process keeps a view of each key, fed by
+// its own operations' answers and by the channel; a lost message costs at
+// most a probe interval.
 //
 // # Credentials
 //
@@ -51,6 +52,19 @@
 // again, once per change. Versions come from Redis's clock, so a Redis
 // that lost its data (a restart without persistence) does not leave
 // processes believing their older view.
+//
+// # A hostile Redis
+//
+// Nothing read from Redis can crash or wedge a process: notices and
+// answers are bounds-checked (and fuzzed), a malformed one is dropped and
+// counted (Store.Malformed); a fact no process of the fleet would write (a
+// lease, a down state or a wait longer than the fleet's lifetimes) is read
+// as the most the process would have written, or as nothing; a failure of
+// one key (its data of the wrong type, its Cluster slot's master down)
+// sends that key alone to in-process coordination; a subscription that
+// goes silent is found by a PING that must be answered within Timeout.
+// What a writer to Redis can still do, and what the Secret protects: see
+// docs/redis.md.
 //
 // # Cost
 //

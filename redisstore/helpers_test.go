@@ -32,6 +32,24 @@ func startRedis(t *testing.T) *redisserver.Server {
 	return srv
 }
 
+// startCluster starts a three-master Redis Cluster for t, ended when t
+// ends; skipped or failed like startRedis without redis-server.
+func startCluster(t *testing.T) *redisserver.Cluster {
+	t.Helper()
+	if !redisserver.Installed() {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not installed")
+		}
+		t.Skip("redis-server is not installed")
+	}
+	c, err := redisserver.StartCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // newClient returns a client of addr, closed when t ends.
 func newClient(t *testing.T, addr string) *redis.Client {
 	t.Helper()

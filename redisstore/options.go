@@ -39,8 +39,12 @@ type Options struct {
 	// 32 random bytes is a good Secret.
 	Secret []byte
 	// Timeout bounds every Redis call the Store makes (a script, or the
-	// subscription's reconnects and pings). Zero means DefaultTimeout
-	// (250 ms).
+	// subscription's subscribes and pings: a subscription silent for
+	// 4 × Timeout is pinged, and made again if the PING is not answered
+	// within Timeout). go-redis's dials and handshakes honour it only with
+	// the client's ContextTimeoutEnabled set; without it they last the
+	// client's own DialTimeout and ReadTimeout, and so may Close (see
+	// Store.Close). Zero means DefaultTimeout (250 ms).
 	Timeout time.Duration
 	// Logger, if not nil, is told when Redis calls start failing and when
 	// they succeed again: once per change, never per call. Records carry

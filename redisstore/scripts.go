@@ -35,23 +35,58 @@ import "github.com/redis/go-redis/v9"
 //
 //	"v ds du np pu w n len(p) len(name)\n" + p + name + r
 //
-// Every answer is {v, ds, du, np, pu, w, n, p, r, granted}.
+// Every answer is {v, ds, du, np, pu, w, n, p, r, granted, bad}: bad
+// counts the fields the script read as nothing — not a short digit string
+// (NaN, inf, 1e19, a negative), a time beyond the horizon (ARGV[1]: the
+// longest lifetime the Store's callers write, at least 10 minutes), a
+// version ahead of Redis's clock, an over-long prober or reason. A script
+// that read any writes the facts back as it read them. No expiry is set
+// beyond the horizon.
 const prelude = `
 local kf, kr = KEYS[1], KEYS[2]
 local hold = 60000
+local horizon = tonumber(ARGV[1])
+local bad = 0
 local function int(x) return string.format('%d', x) end
-local function num(x) return tonumber(x) or 0 end
 local function clock()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local function digits(x, n)
+  return type(x) == 'string' and #x >= 1 and #x <= n and string.match(x, '^%d+$') ~= nil
+end
+local function field(x)
+  if not x then return 0 end
+  if digits(x, 15) then return tonumber(x) end
+  bad = bad + 1
+  return 0
+end
+local function when(x, at)
+  local t = field(x)
+  if t > at + horizon then bad = bad + 1 return 0 end
+  return t
+end
+local function text(x, n)
+  if not x then return '' end
+  if #x > n then bad = bad + 1 return '' end
+  return x
+end
+local function version(x)
+  if not x then return 0 end
+  if digits(x, 16) then
+    local v = tonumber(x)
+    if v <= clock() + 60000000 then return v end
+  end
+  bad = bad + 1
+  return 0
+end
 local function live(at)
-  return redis.call('ZCOUNT', kr, '(' .. int(at), '+inf')
+  return redis.call('ZCOUNT', kr, '(' .. int(at), int(at + horizon))
 end
 local function load(at)
   local h = redis.call('HMGET', kf, 'v', 'ds', 'du', 'np', 'r', 'p', 'pu', 'w')
-  local f = {sv = num(h[1]), ds = num(h[2]), du = num(h[3]), np = num(h[4]),
-    r = h[5] or '', p = h[6] or '', pu = num(h[7]), w = num(h[8])}
+  local f = {sv = version(h[1]), ds = when(h[2], at), du = when(h[3], at), np = when(h[4], at),
+    r = text(h[5], 256), p = text(h[6], 64), pu = when(h[7], at), w = when(h[8], at)}
   if f.ds == 0 or at >= f.du then f.ds, f.du, f.np, f.r = 0, 0, 0, '' end
   if f.p == '' or at >= f.pu then f.p, f.pu = '', 0 end
   if at >= f.w then f.w = 0 end
@@ -64,22 +99,22 @@ local function copy(f)
   return g
 end
 local function reply(f, v, granted)
-  return {v, f.ds, f.du, f.np, f.pu, f.w, f.n, f.p, f.r, granted and 1 or 0}
+  return {v, f.ds, f.du, f.np, f.pu, f.w, f.n, f.p, f.r, granted and 1 or 0, bad}
 end
 local function unchanged(f, granted)
   if f.sv == 0 then return reply(f, clock(), granted) end
   return reply(f, f.sv, granted)
 end
 local function keep(at, last)
-  local top = redis.call('ZRANGE', kr, -1, -1, 'WITHSCORES')
+  local top = redis.call('ZREVRANGEBYSCORE', kr, int(at + horizon), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if top[2] then last = math.max(last, tonumber(top[2])) end
-  local ttl = int(math.max(last - at, 0) + hold)
+  local ttl = int(math.min(math.max(last - at, 0), horizon) + hold)
   redis.call('PEXPIRE', kf, ttl)
-  if top[2] then redis.call('PEXPIRE', kr, ttl) end
+  if redis.call('EXISTS', kr) == 1 then redis.call('PEXPIRE', kr, ttl) end
 end
 local function finish(f, g, at, name, chan, announce, granted)
   if g.ds == f.ds and g.du == f.du and g.np == f.np and g.r == f.r and g.p == f.p and
-      g.pu == f.pu and g.w == f.w and g.n == f.n then
+      g.pu == f.pu and g.w == f.w and g.n == f.n and bad == 0 then
     return unchanged(f, granted)
   end
   local v = math.max(f.sv + 1, clock() + 1)
@@ -94,17 +129,17 @@ local function finish(f, g, at, name, chan, announce, granted)
 end
 `
 
-// loadScript: ARGV at.
+// loadScript: ARGV horizon, at.
 var loadScript = redis.NewScript(prelude + `
-local f = load(tonumber(ARGV[1]))
+local f = load(tonumber(ARGV[2]))
 return unchanged(f, false)
 `)
 
-// reportScript: ARGV at, evidence ("down", "up" or ""), reason, down-for
-// (ms), next probe, wait until, prober, name, channel.
+// reportScript: ARGV horizon, at, evidence ("down", "up" or ""), reason,
+// down-for (ms), next probe, wait until, prober, name, channel.
 var reportScript = redis.NewScript(prelude + `
-local at, ev, reason, downFor = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
-local np, wait, prober = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local at, ev, reason, downFor = tonumber(ARGV[2]), ARGV[3], ARGV[4], tonumber(ARGV[5])
+local np, wait, prober = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 local f = load(at)
 local g = copy(f)
 local held = prober ~= '' and f.p == prober
@@ -117,42 +152,49 @@ elseif ev == 'up' then
 end
 if ev == 'down' or wait ~= 0 then g.r = reason end
 g.w = math.max(g.w, wait)
-return finish(f, g, at, ARGV[8], ARGV[9], true, false)
+return finish(f, g, at, ARGV[9], ARGV[10], true, false)
 `)
 
-// takeProbeScript: ARGV at, holder, until, name, channel.
+// takeProbeScript: ARGV horizon, at, holder, until, name, channel. A lease
+// or a next probe further off than two of the caller's leases is none
+// this fleet wrote: it is read as none (the next probe as due).
 var takeProbeScript = redis.NewScript(prelude + `
-local at, holder, untl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local at, holder, untl = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local f = load(at)
+local far = untl + (untl - at)
+if f.pu > far then f.p, f.pu, bad = '', 0, bad + 1 end
+if f.np > far then f.np, bad = at, bad + 1 end
 if f.ds == 0 or f.p ~= '' or f.np > at then return reply(f, math.max(f.sv, clock()), false) end
 local g = copy(f)
 g.p, g.pu = holder, untl
 g.du = math.max(g.du, untl)
-return finish(f, g, at, ARGV[4], ARGV[5], true, true)
+return finish(f, g, at, ARGV[5], ARGV[6], true, true)
 `)
 
-// takeRetryScript: ARGV at, holder, until, limit, name, channel. Changes
-// to retry leases alone are not announced.
+// takeRetryScript: ARGV horizon, at, holder, until, limit, name, channel.
+// Changes to retry leases alone are not announced; leases beyond the
+// horizon are none this fleet took, and are removed.
 var takeRetryScript = redis.NewScript(prelude + `
-local at, holder, untl, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local at, holder, untl, limit = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 redis.call('ZREMRANGEBYSCORE', kr, '-inf', int(at))
+bad = bad + redis.call('ZREMRANGEBYSCORE', kr, '(' .. int(at + horizon), '+inf')
 local f = load(at)
 if f.n >= limit then return unchanged(f, false) end
 redis.call('ZADD', kr, int(untl), holder)
 local g = copy(f)
 g.n = live(at)
 keep(at, math.max(g.du, g.pu, g.w))
-return finish(f, g, at, ARGV[5], ARGV[6], false, true)
+return finish(f, g, at, ARGV[6], ARGV[7], false, true)
 `)
 
-// releaseScript: ARGV now, holder, name, channel. Ending a probe lease is
-// announced, ending a retry lease alone is not.
+// releaseScript: ARGV horizon, now, holder, name, channel. Ending a probe
+// lease is announced, ending a retry lease alone is not.
 var releaseScript = redis.NewScript(prelude + `
-local now, holder = tonumber(ARGV[1]), ARGV[2]
+local now, holder = tonumber(ARGV[2]), ARGV[3]
 local f = load(now)
 local g = copy(f)
 local announce = false
 if f.p ~= '' and f.p == holder then g.p, g.pu, announce = '', 0, true end
 if redis.call('ZREM', kr, holder) == 1 then g.n = live(now) end
-return finish(f, g, now, ARGV[3], ARGV[4], announce, false)
+return finish(f, g, now, ARGV[4], ARGV[5], announce, false)
 `)

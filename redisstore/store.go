@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,8 @@ import (
 // were one process. Facts live in Redis; held calls, their timers and the
 // choice of the next probe stay in each process, which keeps a local view
 // of each key fed by the Store's answers and its Watch notices (a Redis
-// channel), so a call to a quiet key makes no Redis call at all.
+// channel), so a call to a quiet key makes no Redis call, but for one
+// re-read of each key per probe interval while it has calls.
 //
 // Every method is safe for concurrent use. Each Redis call is bounded by
 // Options.Timeout, whatever the client's own timeouts; a failed or slow
@@ -30,13 +32,19 @@ import (
 // Store (which ends its subscription) before the client. The zero Store is
 // not usable: New makes one.
 type Store struct {
-	client redis.UniversalClient
-	opts   Options // resolved
+	client  redis.UniversalClient
+	opts    Options // resolved
+	cluster bool    // client is a Cluster client: a node's failure concerns its slots' keys only
 
 	seq     atomic.Uint64 // numbers Redis calls in the order they begin
 	failing atomic.Bool   // Redis calls fail (for logging changes only)
 	hmu     sync.Mutex    // orders changes of failing
 	since   uint64        // the call that made the last change
+
+	longest   atomic.Int64  // the horizon: the longest lifetime, in ms, of a fact this Store was asked to write
+	malformed atomic.Uint64 // notices and fields dropped as malformed
+	bad       atomic.Bool   // the last data read was malformed (for logging changes only)
+	keyWarned atomic.Int64  // when (Unix ns) a key's failure was last logged
 
 	mu       sync.Mutex
 	closed   bool
@@ -62,15 +70,68 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	return &Store{client: client, opts: o, watchers: map[*watcher]struct{}{}}, nil
+	s := &Store{client: client, opts: o, watchers: map[*watcher]struct{}{}}
+	s.longest.Store(minHorizon.Milliseconds())
+	_, s.cluster = client.(*redis.ClusterClient)
+	return s, nil
+}
+
+// minHorizon is the least horizon: the longest lifetime of a fact any
+// Store writes before it learns its callers' (an llmretry retry lease
+// lasts at most 10 minutes).
+const minHorizon = 10 * time.Minute
+
+// lifetime notes that a caller asked to write a fact living d: the
+// horizon grows to it. What lies beyond the horizon, in Redis or in a
+// notice, is none this fleet wrote: it is read as nothing, and no key's
+// expiry is set past it.
+func (s *Store) lifetime(d time.Duration) {
+	ms := d.Milliseconds()
+	for {
+		old := s.longest.Load()
+		if ms <= old || ms > maxMS || s.longest.CompareAndSwap(old, ms) {
+			return
+		}
+	}
+}
+
+// Malformed returns how many notices, and fields of keys' facts in Redis,
+// the Store has dropped as malformed since New: data no Store of the
+// fleet writes (a forged message on its channel, a key's hash rewritten).
+// Each is read as nothing; the Store logs when such data begins to arrive
+// and when well-formed data follows, not per item.
+func (s *Store) Malformed() uint64 { return s.malformed.Load() }
+
+// dropped counts n malformed items (n may be 0: well-formed data), and
+// logs a change between well-formed and malformed.
+func (s *Store) dropped(n uint64, what string) {
+	if n > 0 {
+		s.malformed.Add(n)
+	}
+	bad := n > 0
+	if s.bad.Load() == bad || !s.bad.CompareAndSwap(!bad, bad) || s.opts.Logger == nil {
+		return
+	}
+	if bad {
+		s.opts.Logger.Warn("redisstore: dropped malformed data read from Redis, written by something other than this fleet's Stores; read as nothing", "what", what)
+	} else {
+		s.opts.Logger.Info("redisstore: data read from Redis well-formed again")
+	}
 }
 
 // Close ends the Store's subscription and waits for the goroutines it
-// started: the subscription's, and those of Redis calls that outlived
-// their Timeout, which end when the client's own timeouts end them. Its
-// methods then fail (a coordinator falls back to in-process coordination)
-// and Watch calls nothing. Close does not close the client. Closing twice
+// started — the subscription's, and those of Redis calls that outlived
+// their Timeout — for at most Options.Timeout and a second. Its methods
+// then fail (a coordinator falls back to in-process coordination) and
+// Watch calls nothing. Close does not close the client. Closing twice
 // does nothing.
+//
+// Whether every goroutine has ended by then depends on the client: go-redis
+// bounds a dial, a handshake and a read by the Store's deadlines only with
+// ContextTimeoutEnabled set (else by its own DialTimeout and ReadTimeout,
+// 5 s and 3 s by default, or never with a ReadTimeout of -1). If some
+// still wait on the client when the bound is over, Close returns an error
+// saying so; they end when the client's own timeouts end them.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -85,9 +146,20 @@ func (s *Store) Close() error {
 	if sub != nil {
 		sub.stop()
 	}
-	s.subs.Wait()
-	s.calls.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		s.subs.Wait()
+		s.calls.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(s.opts.Timeout + time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return errors.New("redisstore: close: Redis calls still wait on the client after Options.Timeout and a second (set the client's ContextTimeoutEnabled to bound them by the Store's deadlines)")
+	}
 }
 
 var _ llmretry.Store = (*Store)(nil)
@@ -107,6 +179,10 @@ func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmr
 	case llmretry.ProviderUp:
 		ev = "up"
 	}
+	s.lifetime(r.DownFor)
+	if !r.WaitUntil.IsZero() {
+		s.lifetime(r.WaitUntil.Sub(r.At))
+	}
 	f, _, err := s.run(ctx, "report", reportScript, key, ms(r.At), ev, r.Reason, r.DownFor.Milliseconds(),
 		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, key, s.channel())
 	return f, err
@@ -114,12 +190,14 @@ func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmr
 
 // TakeProbe asks for key's probe lease (see llmretry.Store).
 func (s *Store) TakeProbe(ctx context.Context, key string, l llmretry.Lease) (llmretry.Facts, bool, error) {
+	s.lifetime(l.Until.Sub(l.At))
 	return s.run(ctx, "take probe", takeProbeScript, key, ms(l.At), l.Holder, ms(l.Until), key, s.channel())
 }
 
 // TakeRetry asks for one of key's retry leases, of which at most limit may
 // be live (see llmretry.Store).
 func (s *Store) TakeRetry(ctx context.Context, key string, l llmretry.Lease, limit int) (llmretry.Facts, bool, error) {
+	s.lifetime(l.Until.Sub(l.At))
 	return s.run(ctx, "take retry", takeRetryScript, key, ms(l.At), l.Holder, ms(l.Until), limit, key, s.channel())
 }
 
@@ -156,6 +234,7 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name strin
 	defer cancel()
 	done := make(chan result, 1)
 	keys := s.keys(name)
+	args = append([]any{s.longest.Load()}, args...)
 	go func() {
 		defer s.calls.Done()
 		v, err := sc.Run(tctx, s.client, keys, args...).Slice()
@@ -178,11 +257,25 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name strin
 	var f llmretry.Facts
 	var granted bool
 	if res.err == nil {
-		f, granted, res.err = decode(res.v)
+		var bad uint64
+		f, granted, bad, res.err = decode(res.v)
+		if res.err != nil {
+			bad = 1
+		}
+		s.dropped(bad, "a key's facts")
+		if res.err != nil {
+			// Malformed: this key's trouble, not Redis's.
+			return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, res.err)
+		}
+	}
+	if res.err != nil && !s.wide(res.err) {
+		// One key's trouble (its data, its slot): logged, not Redis's health.
+		s.keyFailed(res.err)
+		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, res.err)
 	}
 	s.health(seq, res.err)
 	if res.err != nil {
-		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, res.err)
+		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w: %w", op, llmretry.ErrStoreUnreachable, res.err)
 	}
 	return f, granted, nil
 }
@@ -227,31 +320,47 @@ func fromMS(n int64) time.Time {
 	return time.UnixMilli(n)
 }
 
-// decode reads a script's answer: {v, ds, du, np, pu, w, n, p, r, granted}.
-func decode(v []any) (llmretry.Facts, bool, error) {
-	if len(v) != 10 {
-		return llmretry.Facts{}, false, fmt.Errorf("a script answered %d values, not 10", len(v))
+// decode reads a script's answer: {v, ds, du, np, pu, w, n, p, r,
+// granted, bad}, bad counting the fields of the key's facts the script
+// read as nothing (malformed, or beyond the horizon). It never panics,
+// whatever v holds (FuzzDecodeAnswer).
+func decode(v []any) (f llmretry.Facts, granted bool, bad uint64, err error) {
+	if len(v) != 11 {
+		return llmretry.Facts{}, false, 0, fmt.Errorf("a script answered %d values, not 11", len(v))
 	}
 	var n [7]int64
 	for i := range n {
 		x, ok := v[i].(int64)
 		if !ok {
-			return llmretry.Facts{}, false, fmt.Errorf("a script answered %T for value %d", v[i], i)
+			return llmretry.Facts{}, false, 0, fmt.Errorf("a script answered %T for value %d", v[i], i)
 		}
 		n[i] = x
 	}
 	prober, ok1 := v[7].(string)
 	reason, ok2 := v[8].(string)
-	granted, ok3 := v[9].(int64)
-	if !ok1 || !ok2 || !ok3 {
-		return llmretry.Facts{}, false, errors.New("a script answered a value of the wrong type")
+	g, ok3 := v[9].(int64)
+	b, ok4 := v[10].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || g < 0 || g > 1 || b < 0 {
+		return llmretry.Facts{}, false, 0, errors.New("a script answered a value of the wrong type")
 	}
-	return facts(n, prober, reason), granted == 1, nil
+	f, ok := facts(n, prober, reason)
+	if !ok {
+		return llmretry.Facts{}, false, 0, errors.New("a script answered a value out of range")
+	}
+	return f, g == 1, uint64(b), nil
 }
 
 // facts builds Facts from their encoded numbers (v, ds, du, np, pu, w, n)
-// and strings.
-func facts(n [7]int64, prober, reason string) llmretry.Facts {
+// and strings, and reports whether each is in range.
+func facts(n [7]int64, prober, reason string) (llmretry.Facts, bool) {
+	if n[0] < 0 || n[0] > maxVersion || n[6] < 0 || n[6] > maxRetries || len(prober) > maxProber || len(reason) > maxReason {
+		return llmretry.Facts{}, false
+	}
+	for _, t := range n[1:6] {
+		if t < 0 || t > maxMS {
+			return llmretry.Facts{}, false
+		}
+	}
 	return llmretry.Facts{
 		Version:    uint64(n[0]),
 		DownSince:  fromMS(n[1]),
@@ -262,5 +371,40 @@ func facts(n [7]int64, prober, reason string) llmretry.Facts {
 		Retries:    int(n[6]),
 		Prober:     prober,
 		Reason:     reason,
+	}, true
+}
+
+// wide reports whether err, a Redis call's failure, says that Redis as a
+// whole cannot be used — it does not answer, refuses connections, or
+// refuses every script (loading, read-only, out of memory, busy) — rather
+// than that one key cannot: its data of the wrong type, a script's error
+// on its data, in a Cluster a slot whose master is down.
+func (s *Store) wide(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, p := range [...]string{"LOADING", "READONLY", "OOM", "BUSY", "MASTERDOWN", "NOAUTH", "WRONGPASS", "MISCONF", "NOREPLICAS"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
 	}
+	// No answer: the server's, or in a Cluster one node's (its slots').
+	return !s.cluster
+}
+
+// keyWarnEvery is how often, at most, the Store logs that a key's Redis
+// calls fail while Redis answers for others.
+const keyWarnEvery = time.Minute
+
+// keyFailed logs, at most once per keyWarnEvery, that a Redis call failed
+// for one key only.
+func (s *Store) keyFailed(err error) {
+	now := time.Now().UnixNano()
+	last := s.keyWarned.Load()
+	if s.opts.Logger == nil || last != 0 && now-last < int64(keyWarnEvery) || !s.keyWarned.CompareAndSwap(last, now) {
+		return
+	}
+	s.opts.Logger.Warn("redisstore: Redis calls fail for a key (its data or its Cluster slot); that key coordinates in-process for a probe interval, the others through Redis", "error", err.Error())
 }

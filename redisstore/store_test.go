@@ -1,13 +1,11 @@
 package redisstore_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/redisstore"
-	"github.com/llmretry/llmretry/redisstore/internal/redisserver"
 	"github.com/llmretry/llmretry/storetest"
 	"github.com/redis/go-redis/v9"
 )
@@ -41,17 +39,7 @@ func TestContractMiniredis(t *testing.T) {
 // a hash tag, so every operation runs on one slot; changes reach every
 // subscriber whichever node they were published on.
 func TestContractCluster(t *testing.T) {
-	if !redisserver.Installed() {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server is not installed")
-		}
-		t.Skip("redis-server is not installed")
-	}
-	c, err := redisserver.StartCluster()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := startCluster(t)
 	cluster := func(t *testing.T) *redis.ClusterClient {
 		cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
 		t.Cleanup(func() { _ = cl.Close() })

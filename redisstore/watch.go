@@ -2,6 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,20 +21,19 @@ type watcher struct {
 
 // subscription is the Store's one subscription to its channel, shared by
 // all its watchers: started by the first Watch, ended when the last
-// watcher stops or the Store closes. go-redis reconnects and subscribes
-// again by itself after a failure; what was published meanwhile is lost
-// (a coordinator re-checks the keys it holds calls for once a probe
-// interval).
+// watcher stops or the Store closes. It proves itself alive: after
+// pingAfter without a message it sends PING, and a subscription that does
+// not answer within Options.Timeout is dropped and made again (so is one
+// that fails), so a connection that silently stopped delivering (a NAT or
+// a failover that neither delivers nor closes) is found within
+// pingAfter + Timeout. What was published meanwhile is lost (a
+// coordinator re-reads the keys it has calls for once a probe interval).
 type subscription struct {
-	ctx    context.Context // ends the first subscribe's dial on stop
+	ctx    context.Context // ends on stop: the goroutine's waits, and dials
 	cancel context.CancelFunc
 
 	ready     chan struct{} // closed once Redis confirmed the subscription
 	readyOnce sync.Once
-
-	mu      sync.Mutex
-	ps      *redis.PubSub // set once subscribed
-	stopped bool
 }
 
 // Watch calls fn, on the Store's subscription goroutine, with a key's
@@ -97,50 +99,120 @@ func (s *Store) unwatch(w *watcher) {
 }
 
 // stop ends the subscription; its goroutine ends soon after.
-func (sub *subscription) stop() {
-	sub.cancel()
-	sub.mu.Lock()
-	sub.stopped = true
-	ps := sub.ps
-	sub.mu.Unlock()
-	if ps != nil {
-		_ = ps.Close()
+func (sub *subscription) stop() { sub.cancel() }
+
+// pingAfter is how long a subscription waits for a message before it
+// sends PING to prove itself alive: 4 × Options.Timeout (1 s by default),
+// at least 100 ms.
+func (s *Store) pingAfter() time.Duration { return max(4*s.opts.Timeout, 100*time.Millisecond) }
+
+// listen subscribes, hands each notice to the watchers, and subscribes
+// again whenever the subscription fails or goes silent, until it is
+// stopped.
+func (s *Store) listen(sub *subscription) {
+	defer s.subs.Done()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		select {
+		case <-sub.ctx.Done():
+			return
+		case <-retry.C:
+		}
+		s.subscribe(sub)
+		// Not at once: a Redis that refuses is asked again each Timeout.
+		retry.Reset(s.opts.Timeout)
 	}
 }
 
-// listen subscribes and hands each notice to the watchers until the
-// subscription is stopped.
-func (s *Store) listen(sub *subscription) {
-	defer s.subs.Done()
-	// The health check pings the server after 3 s without a message, and
-	// connects again when the ping fails: both within a short bound, as is
-	// the first subscribe.
-	bound := max(4*s.opts.Timeout, time.Second)
-	ctx, cancel := context.WithTimeout(sub.ctx, bound)
+// subscribe makes one subscription and receives from it until it fails,
+// goes silent or is stopped; the PubSub is closed when it returns.
+func (s *Store) subscribe(sub *subscription) {
+	// Every dial, handshake and read below ends within Timeout (or
+	// pingAfter), if the client honours its context's deadline
+	// (ContextTimeoutEnabled) or has timeouts of its own no longer.
+	ctx, cancel := context.WithTimeout(sub.ctx, s.opts.Timeout)
 	ps := s.client.Subscribe(ctx, s.channel())
 	cancel()
-	sub.mu.Lock()
-	if sub.stopped {
-		sub.mu.Unlock()
+	// Stop closes the subscription's connection: a read in progress ends.
+	closed := make(chan struct{})
+	stopClose := context.AfterFunc(sub.ctx, func() {
+		defer close(closed)
 		_ = ps.Close()
-		return
-	}
-	sub.ps = ps
-	sub.mu.Unlock()
-	ch := ps.ChannelWithSubscriptions(redis.WithChannelPingTimeout(bound), redis.WithChannelReconnectTimeout(bound))
-	for m := range ch {
+	})
+	defer func() {
+		if stopClose() {
+			_ = ps.Close()
+		} else {
+			<-closed
+		}
+	}()
+
+	pinged := false
+	for {
+		wait := s.pingAfter()
+		if pinged {
+			wait = s.opts.Timeout
+		}
+		ctx, cancel := context.WithTimeout(sub.ctx, wait)
+		m, err := ps.ReceiveTimeout(ctx, wait)
+		cancel()
+		if sub.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if !timeout(err) || pinged {
+				return // failed, or silent: subscribe again
+			}
+			ctx, cancel := context.WithTimeout(sub.ctx, s.opts.Timeout)
+			err = ps.Ping(ctx)
+			cancel()
+			if err != nil {
+				return
+			}
+			pinged = true
+			continue
+		}
+		pinged = false
 		switch m := m.(type) {
 		case *redis.Subscription:
-			// The first, or a new one after a reconnect (what was
-			// published in between is lost).
+			// The first, or a new one after go-redis reconnected (what
+			// was published in between is lost).
 			sub.readyOnce.Do(func() { close(sub.ready) })
 		case *redis.Message:
-			if name, f, ok := decodeNotice(m.Payload); ok {
+			if name, f, ok := s.notice(m.Payload); ok {
 				s.dispatch(name, f)
 			}
 		}
 	}
 }
+
+// timeout reports whether err is a read that timed out.
+func timeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// notice decodes a message on the channel; a malformed one is counted and
+// dropped, as is one whose version is further ahead of this process's
+// clock than any Redis clock would be (versions are Redis's clock, in
+// microseconds).
+func (s *Store) notice(msg string) (string, llmretry.Facts, bool) {
+	name, f, ok := decodeNotice(msg)
+	if ok && f.Version > uint64(time.Now().Add(versionSlack).UnixMicro()) {
+		ok = false
+	}
+	if !ok {
+		s.dropped(1, "a notice")
+		return "", llmretry.Facts{}, false
+	}
+	s.dropped(0, "")
+	return name, f, true
+}
+
+// versionSlack is how far ahead of this process's clock a notice's
+// version may be: Redis's clock may differ from it, not by this much.
+const versionSlack = time.Hour
 
 // dispatch calls every watcher with a notice.
 func (s *Store) dispatch(name string, f llmretry.Facts) {
@@ -155,12 +227,36 @@ func (s *Store) dispatch(name string, f llmretry.Facts) {
 	}
 }
 
+// Limits on what a notice or a script's answer may hold: what no Store of
+// this fleet writes is malformed, and dropped.
+const (
+	// maxMS is the largest time, in Unix milliseconds, a Store accepts
+	// (the year 33658): fifteen digits, exact in a Lua number.
+	maxMS = 999_999_999_999_999
+	// maxVersion is the largest Version: exact in a Lua number (2^53).
+	maxVersion = 1 << 53
+	// maxProber, maxName and maxReason bound a lease holder's name (a
+	// coordinator's is about 20 bytes), a key's name (a host and 17
+	// bytes) and a failure's kind ("502 Bad Gateway").
+	maxProber = 64
+	maxName   = 512
+	maxReason = 256
+	// maxRetries bounds the count of live retry leases.
+	maxRetries = 1 << 20
+)
+
 // decodeNotice reads a published change (see scripts.go):
-// "v ds du np pu w n len(p) len(name)\n" + p + name + r.
+// "v ds du np pu w n len(p) len(name)\n" + p + name + r. Anything else —
+// a field that is not a number in range, lengths that do not fit the
+// message, an empty name — is not a notice: ok is false. It never panics,
+// whatever msg holds (FuzzDecodeNotice).
 func decodeNotice(msg string) (name string, f llmretry.Facts, ok bool) {
 	head, rest, found := strings.Cut(msg, "\n")
+	if !found || len(head) > 200 {
+		return "", llmretry.Facts{}, false
+	}
 	fields := strings.Fields(head)
-	if !found || len(fields) != 9 {
+	if len(fields) != 9 {
 		return "", llmretry.Facts{}, false
 	}
 	var n [9]int64
@@ -172,9 +268,14 @@ func decodeNotice(msg string) (name string, f llmretry.Facts, ok bool) {
 		n[i] = x
 	}
 	lp, ln := n[7], n[8]
-	if lp+ln > int64(len(rest)) {
+	// Compared one at a time, never summed: a sum may overflow.
+	if lp > maxProber || ln == 0 || ln > maxName || lp > int64(len(rest)) || ln > int64(len(rest))-lp {
 		return "", llmretry.Facts{}, false
 	}
 	prober, name, reason := rest[:lp], rest[lp:lp+ln], rest[lp+ln:]
-	return name, facts([7]int64(n[:7]), prober, reason), true
+	if len(reason) > maxReason {
+		return "", llmretry.Facts{}, false
+	}
+	f, ok = facts([7]int64(n[:7]), prober, reason)
+	return name, f, ok
 }
