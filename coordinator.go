@@ -248,6 +248,10 @@ func (co *coordinator) sweep(now time.Time) {
 
 // notice is the store's Watch callback: a key's facts changed.
 func (co *coordinator) notice(name string, f Facts) {
+	if name == "" {
+		co.resync()
+		return
+	}
 	now := time.Now()
 	f = co.clamp(f, now)
 	if v, ok := co.names.Load(name); ok {
@@ -340,6 +344,7 @@ func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op f
 		}
 		co.local.adopt(k.name, k.facts(now), now)
 		f, ok, err = op(ctx, co.local)
+		k.read.Store(unread) // notices may be missed meanwhile: read it again after
 	} else if err == nil && s == co.shared && co.local != nil {
 		k.read.Store(time.Now().UnixNano())
 	}
@@ -350,12 +355,24 @@ func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op f
 	return ok
 }
 
-// stale reports whether k has calls that a shared store has not told of
-// for a probe interval: a notice may have been lost (a silent drop of the
-// store's connection), so the key is read again. Without a shared store
-// nothing is lost, and no clock is read.
+// unread marks in keyState.read a key whose notices may have been lost:
+// its next call reads it from the store.
+const unread = -1
+
+// resync marks every key this process uses as unread: the shared store
+// says notices may have been lost (its subscription was made again).
+func (co *coordinator) resync() {
+	co.names.Range(func(_, v any) bool {
+		v.(*keyState).read.Store(unread)
+		return true
+	})
+}
+
+// stale reports whether a quiet key must be read from the store before
+// its call goes: only after the store said notices may have been lost
+// (see resync), so a quiet key's calls make no store call otherwise.
 func (co *coordinator) stale(k *keyState) bool {
-	return co.local != nil && time.Now().UnixNano()-k.read.Load() >= int64(co.cfg.ProbeInterval)
+	return co.local != nil && k.read.Load() == unread
 }
 
 // refresh reads k from the store if it is stale: once per probe interval
@@ -366,8 +383,8 @@ func (co *coordinator) refresh(ctx context.Context, k *keyState) {
 	}
 	now := time.Now()
 	last := k.read.Load()
-	if now.UnixNano()-last < int64(co.cfg.ProbeInterval) || !k.read.CompareAndSwap(last, now.UnixNano()) {
-		return
+	if now.UnixNano()-last < int64(co.cfg.ProbeInterval) || co.store(k, now) != co.shared || !k.read.CompareAndSwap(last, now.UnixNano()) {
+		return // read lately, or in-process for now: read when the store is back
 	}
 	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
 		f, err := s.Load(ctx, k.name, now)

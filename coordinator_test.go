@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -385,14 +386,45 @@ func TestCoordinatedClampsFacts(t *testing.T) {
 	assert.Equal(t, w, co.clamp(Facts{WaitUntil: w}, now).WaitUntil)
 }
 
-// deafStore hears no notice: its subscription was silently dropped.
-type deafStore struct{ Store }
+// deafStore hears no notice (its subscription was silently dropped) until
+// reconnect, which says, as a store that made its subscription again says,
+// that notices may have been lost.
+type deafStore struct {
+	Store
+	mu sync.Mutex
+	fn func(string, Facts)
+}
 
-func (deafStore) Watch(func(string, Facts)) func() { return func() {} }
+func (d *deafStore) Watch(fn func(string, Facts)) func() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fn = fn
+	return func() {}
+}
 
-// A process that hears no notices reads the key it has calls for again
-// once a probe interval, so another process's server wait still holds its
-// calls (before: a quiet key was never read again).
+func (d *deafStore) reconnect() {
+	d.mu.Lock()
+	fn := d.fn
+	d.mu.Unlock()
+	fn("", Facts{})
+}
+
+// countingStore counts the loads made through it.
+type countingStore struct {
+	Store
+	loads atomic.Int64
+}
+
+func (c *countingStore) Load(ctx context.Context, key string, now time.Time) (Facts, error) {
+	c.loads.Add(1)
+	return c.Store.Load(ctx, key, now)
+}
+
+// A process whose store says it may have lost notices (its subscription
+// was made again after a silent drop) reads each key it uses again on the
+// key's next call, so another process's server wait still holds its calls
+// (before: a quiet key was never read again); a quiet key otherwise makes
+// no store call.
 func TestCoordinatedDeafProcessRereads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newFlaky(fail(429, "Retry-After", "5"), 0, window{time.Second, time.Second + time.Nanosecond})
@@ -400,14 +432,19 @@ func TestCoordinatedDeafProcessRereads(t *testing.T) {
 		policy := Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}
 		a, err := NewCoordinated(p, policy, Coordination{Store: store, ProbeInterval: time.Second})
 		require.NoError(t, err)
-		b, err := NewCoordinated(p, policy, Coordination{Store: deafStore{store}, ProbeInterval: time.Second})
+		counted := &countingStore{Store: store}
+		deaf := &deafStore{Store: counted}
+		b, err := NewCoordinated(p, policy, Coordination{Store: deaf, ProbeInterval: time.Second})
 		require.NoError(t, err)
 		require.NoError(t, callMany(t, b, p.start, 1, 0, time.Minute, nil)[0].err) // b knows the key
 		time.Sleep(time.Second)
 		done := make(chan error, 1)
 		go func() { done <- callMany(t, a, p.start, 1, 0, time.Minute, nil)[0].err }() // 429: wait until 6 s
 		synctest.Wait()
-		time.Sleep(time.Second)
+		quietLoads := counted.loads.Load()
+		time.Sleep(500 * time.Millisecond)
+		deaf.reconnect() // b's store found its subscription dead and made it again
+		time.Sleep(500 * time.Millisecond)
 		require.NoError(t, callMany(t, b, p.start, 1, 0, time.Minute, nil)[0].err)
 		require.NoError(t, <-done)
 		at := p.arrivals()
@@ -415,5 +452,23 @@ func TestCoordinatedDeafProcessRereads(t *testing.T) {
 		for _, x := range at[2:] {
 			assert.GreaterOrEqual(t, x, 6*time.Second, "nothing before the shared wait ends: %v", at)
 		}
+		assert.Zero(t, quietLoads, "a quiet key's call made no store call")
+		assert.Positive(t, counted.loads.Load(), "after the reconnect the key was read again")
+	})
+}
+
+// A quiet key's calls read nothing from a shared store, however long the
+// process runs: the success path makes no store call.
+func TestCoordinatedQuietKeyMakesNoStoreCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFlaky(fail(502), 0)
+		counted := &countingStore{Store: NewMemoryStore()}
+		rt, err := NewCoordinated(p, Policy{}, Coordination{Store: counted, ProbeInterval: time.Second})
+		require.NoError(t, err)
+		for range 60 {
+			require.NoError(t, callMany(t, rt, p.start, 1, 0, time.Minute, nil)[0].err)
+			time.Sleep(time.Second) // a probe interval between calls
+		}
+		assert.Zero(t, counted.loads.Load())
 	})
 }

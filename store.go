@@ -72,12 +72,17 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 //   - Watch calls fn, on any goroutine, with each key's facts after they
 //     change, from this process or any other, until stop is called. fn must
 //     return promptly and must not call the store. Notices may be late,
-//     repeated, out of order (Version orders them) or lost.
+//     repeated, out of order (Version orders them) or lost. When a store
+//     knows it may have lost notices (its subscription was made again, say
+//     after a silent drop), it calls fn once with an empty key and zero
+//     Facts: the watcher then reads again each key it uses, on that key's
+//     next call.
 //
 // A store may lose facts and notices (a restart, an eviction): a lost fact
 // costs at most a few requests that would have been held, and a process
-// re-reads a key it has calls for at least once per probe interval, so a
-// lost notice costs at most that. A store's method may fail: the
+// re-reads a key it holds calls for at least once per probe interval, and
+// every key it uses after the store says notices were lost, so a lost
+// notice costs at most that. A quiet key's calls make no store call. A store's method may fail: the
 // coordinating process then goes on with an in-process store of its own,
 // for that key alone, for one probe interval before it tries the store
 // again; an error that wraps ErrStoreUnreachable sends every key there.
@@ -111,7 +116,8 @@ type Store interface {
 	// after it.
 	Release(ctx context.Context, key, holder string, now time.Time) (Facts, error)
 	// Watch calls fn with a key and its new facts whenever they change,
-	// until stop is called.
+	// and with an empty key when notices may have been lost, until stop is
+	// called.
 	Watch(fn func(key string, f Facts)) (stop func())
 }
 

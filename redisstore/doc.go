@@ -23,10 +23,11 @@
 // Cluster slot; a change is published on PREFIX + "changes", to which each
 // Store holds one subscription. What waits stays in each process: held
 // calls, their timers and the choice of the next probe among them. A call
-// to a key with no live fact makes no Redis call, but for one re-read per
-// key per probe interval: each process keeps a view of each key, fed by
-// its own operations' answers and by the channel; a lost message costs at
-// most a probe interval.
+// to a key with no live fact makes no Redis call: each process keeps a view
+// of each key, fed by its own operations' answers and by the channel; held
+// calls re-check their key once a probe interval, and when the
+// subscription is made again (what was published meanwhile is lost) each
+// key is read again on its next call.
 //
 // # Credentials
 //

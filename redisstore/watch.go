@@ -40,7 +40,11 @@ type subscription struct {
 // name and facts whenever a Store over the same Redis, in this process or
 // another, changes them, until stop is called (stop may be called more
 // than once). Notices may be late, repeated, out of order (Version orders
-// them) or lost. fn must return promptly and must not call the Store.
+// them) or lost; each time the subscription is made again (after a
+// failure, or a silent drop its pings found), fn is called once with an
+// empty name and zero Facts, as the llmretry.Store contract says, since
+// what was published meanwhile is lost. fn must return promptly and must
+// not call the Store.
 //
 // Watch returns once Redis has confirmed the Store's subscription, so that
 // no change made after it returns is missed while Redis is healthy, or
@@ -176,9 +180,17 @@ func (s *Store) subscribe(sub *subscription) {
 		pinged = false
 		switch m := m.(type) {
 		case *redis.Subscription:
-			// The first, or a new one after go-redis reconnected (what
-			// was published in between is lost).
-			sub.readyOnce.Do(func() { close(sub.ready) })
+			// The first, or a new one after a failure, a silent drop or
+			// go-redis's own reconnect: what was published in between is
+			// lost, so the watchers are told to read their keys again.
+			first := false
+			sub.readyOnce.Do(func() {
+				first = true
+				close(sub.ready)
+			})
+			if !first {
+				s.dispatch("", llmretry.Facts{})
+			}
 		case *redis.Message:
 			if name, f, ok := s.notice(m.Payload); ok {
 				s.dispatch(name, f)
@@ -199,8 +211,8 @@ func timeout(err error) bool {
 // microseconds).
 func (s *Store) notice(msg string) (string, llmretry.Facts, bool) {
 	name, f, ok := decodeNotice(msg)
-	if ok && f.Version > uint64(time.Now().Add(versionSlack).UnixMicro()) {
-		ok = false
+	if ok && (name == "" || f.Version > uint64(time.Now().Add(versionSlack).UnixMicro())) {
+		ok = false // an empty name is this package's own word to re-read every key
 	}
 	if !ok {
 		s.dropped(1, "a notice")
