@@ -54,12 +54,6 @@ func (e *firstEvent) describe() string {
 	return s
 }
 
-// guardsResponses reports whether the policy looks at a successful
-// response before handing it over (a cheap test for the success path).
-func (p *Policy) guardsResponses() bool {
-	return p.RetryStreams || p.StreamIdleTimeout > 0
-}
-
 // guardsOpening reports whether resp's opening is read ahead before it is
 // handed over: the policy retries streams and resp is a 2xx
 // text/event-stream.

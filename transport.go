@@ -153,11 +153,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := p.roundTrip(base, out)
 	var ev *firstEvent
-	if err == nil && resp.StatusCode < 400 && p.guardsResponses() {
-		if p.guardsOpening(resp) {
-			if ev, err = p.opening(resp, limitsFrom(ctx, p, req, f.start)); err != nil {
-				resp = nil
-			}
+	if err == nil && p.guardsOpening(resp) {
+		// A stream is retried until committed: read its opening first.
+		if ev, err = p.opening(resp, limitsFrom(ctx, p, req, f.start)); err != nil {
+			resp = nil
 		}
 	}
 	if err == nil && resp.StatusCode < 400 && ev == nil {
