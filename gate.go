@@ -83,7 +83,7 @@ func (cc *coordCall) answered(ctx context.Context) {
 	if cc.probe == "" && cc.k.quiet() {
 		return
 	}
-	cc.report(ctx, ProviderUp, "", 0, false, time.Now())
+	cc.report(ctx, ProviderUp, "", 0, false, -1, time.Now())
 }
 
 // waiter is a call held at its key's gate, as the key's list sees it.
@@ -399,15 +399,25 @@ func (cc *coordCall) sent() {
 // report tells the key what the call's latest attempt says of the
 // provider (ev, with the failure's kind, and the wait the server asked
 // for), and returns whether the call's next attempt will be held by the
-// key's state. Only what changes a fact reaches the store: an answer from
+// key's state. ownWait is the wait the call's own schedule would take
+// before its retry (negative: none follows); a first failure on a key
+// that was up is probed no later than that. Only what changes a fact reaches the store: an answer from
 // a key known to be up costs nothing.
-func (cc *coordCall) report(ctx context.Context, ev Evidence, reason string, serverWait time.Duration, hasServerWait bool, now time.Time) bool {
+func (cc *coordCall) report(ctx context.Context, ev Evidence, reason string, serverWait time.Duration, hasServerWait bool, ownWait time.Duration, now time.Time) bool {
 	k := cc.k
 	r := Report{At: now, Evidence: ev, Prober: cc.probe}
 	cc.probe = ""
+	f := k.facts(now)
 	if ev == ProviderDown {
 		r.Reason, r.DownFor = reason, downFor*cc.co.cfg.ProbeInterval
-		r.NextProbe = now.Add(cc.co.probeGap())
+		gap := cc.co.probeGap()
+		if r.Prober == "" && !f.Down(now) && ownWait >= 0 && ownWait < gap {
+			// One blip is not an outage: the first failure on a key that
+			// was up is probed when the failing call's own schedule
+			// would retry it, not a probe interval later.
+			gap = ownWait
+		}
+		r.NextProbe = now.Add(gap)
 		if r.Prober != "" {
 			// Timed from when the probe was sent, so that a slow failure
 			// does not stretch the time between probes.
@@ -417,7 +427,6 @@ func (cc *coordCall) report(ctx context.Context, ev Evidence, reason string, ser
 	if hasServerWait && serverWait > 0 && serverWait <= cc.p.MaxRetryAfter {
 		r.WaitUntil, r.Reason = now.Add(serverWait), reason
 	}
-	f := k.facts(now)
 	if r.Prober != "" || ev == ProviderDown || !r.WaitUntil.IsZero() || ev == ProviderUp && f.Down(now) {
 		cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
 			f, err := s.Report(ctx, k.name, r)

@@ -303,3 +303,36 @@ func BenchmarkFailedProbe(b *testing.B) {
 		k.mu.Unlock()
 	}
 }
+
+// One blip is not an outage: a coordinated call's retry after one failure
+// on a quiet key goes at its own schedule's first wait, as the key's first
+// probe, not a probe interval later; a longer own wait is still capped by
+// the probe interval.
+func TestCoordinatedBlipRetriesOnItsOwnSchedule(t *testing.T) {
+	for _, c := range []struct {
+		wait    time.Duration
+		atLeast time.Duration
+		atMost  time.Duration
+	}{
+		{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
+		{time.Second, time.Second, time.Second},
+		{15 * time.Second, 4 * time.Second, 5 * time.Second}, // the probe interval's gap
+	} {
+		t.Run(c.wait.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(fail(500), ok)
+				var rec recorder
+				rt, err := NewCoordinated(prov.mock, Policy{Waits: []time.Duration{c.wait}, OnAttempt: rec.on}, Coordination{})
+				require.NoError(t, err)
+				resp, err := post(t, rt, context.Background())
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Len(t, prov.gaps(), 1)
+				assert.GreaterOrEqual(t, prov.gaps()[0], c.atLeast)
+				assert.LessOrEqual(t, prov.gaps()[0], c.atMost)
+				require.Len(t, rec.attempts, 2)
+				assert.True(t, rec.attempts[1].Probe, "the retry went as the key's first probe")
+			})
+		})
+	}
+}

@@ -180,7 +180,11 @@ func (c *call) decide() bool {
 	}
 	held := false
 	if c.co != nil {
-		held = c.co.report(c.f.Context, ev, c.failure(), serverWait, hasServerWait, now)
+		own := time.Duration(-1) // no retry of its own follows
+		if schedOK {
+			own = sched
+		}
+		held = c.co.report(c.f.Context, ev, c.failure(), serverWait, hasServerWait, own, now)
 	}
 	var wait time.Duration
 	if why == stopNone {
