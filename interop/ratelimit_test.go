@@ -485,6 +485,9 @@ func TestRateLimitProviders(t *testing.T) {
 			recs := l.records()
 			require.Len(t, recs, 14)
 			assert.Equal(t, 2, l.refusals())
+			f, ok := l.throughput()
+			require.True(t, ok)
+			assert.InDelta(t, 0.8, f, 1e-9, "from the refusal at 0 to the last admission at 2.5 s: 2 admitted of 2.5 s at 1/s")
 			assert.Equal(t, rateRecord{call: -1, at: 2500 * time.Millisecond, status: 429, left: 2600 * time.Millisecond}, recs[13])
 		})
 	})
@@ -521,6 +524,9 @@ func TestRateLimitProviders(t *testing.T) {
 			}
 			assert.Equal(t, 2, l.refusals())
 			assert.Equal(t, 4*time.Second, time.Since(l.start))
+			f, ok := l.throughput()
+			require.True(t, ok)
+			assert.InDelta(t, 1.0, f, 1e-9, "all 8 slots busy from the refusal at 0 to the last admission at 2 s")
 		})
 	})
 
