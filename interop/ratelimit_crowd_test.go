@@ -561,8 +561,9 @@ deadline minus its reserve; every request the provider sees is one of the
 calls'; when all calls arrive at once and all are answered, the last answer
 comes no sooner than ideal pacing's (the limit allows no faster). The ideal
 figures themselves are checked against a hand computation
-(TestRateLimitIdeal), and the fake providers' admissions, headers and 429s
-at exact instants (TestRateLimitProviders).
+(TestRateLimitIdeal), a run's figures on a hand-made run
+(TestRateLimitFigures), and the fake providers' admissions, headers and
+429s at exact instants (TestRateLimitProviders).
 `)
 	return b.String()
 }
@@ -649,4 +650,34 @@ func TestRateLimitCrowd(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRateLimitFigures checks a run's figures on a hand-made run.
+func TestRateLimitFigures(t *testing.T) {
+	s, ms := time.Second, time.Millisecond
+	r := rateRun{
+		start: []time.Duration{0, 0, 1 * s},
+		errs:  []error{nil, errors.New("429 Too Many Requests"), nil},
+		done:  []time.Duration{2 * s, 9 * s, 5 * s},
+		recs: []rateRecord{
+			{call: 0, at: 0, status: 200, admitted: true, left: 2 * s},
+			{call: 1, at: 0, status: 429, left: 100 * ms},        // the first 429 back, at 100 ms
+			{call: 2, at: 1 * s, status: 429, left: 1100 * ms},   // after it: counted
+			{call: 1, at: 100 * ms, status: 429, left: 200 * ms}, // sent as the first came back: not counted
+			{call: 2, at: 3 * s, status: 200, admitted: true, left: 5 * s},
+			{call: 1, at: 8 * s, status: 429, left: 8 * s, cut: true}, // its caller gave up: counted, never back
+		},
+	}
+	assert.Equal(t, 2, r.ok())
+	assert.Equal(t, 4, r.refusals())
+	first, ok := r.firstRefusalBack()
+	require.True(t, ok)
+	assert.Equal(t, 100*ms, first)
+	assert.Equal(t, 2, r.refusalsAfterFirst())
+	assert.Equal(t, []time.Duration{2 * s, unanswered, 4 * s}, r.times())
+	assert.Equal(t, 3, r.mostAttempts())
+	assert.EqualError(t, r.firstErr(), "429 Too Many Requests")
+	assert.Equal(t, 60*s, reserveOf(hostPolicy(), rateDeadline))
+	assert.Equal(t, 60*s, reserveOf(llmretry.Policy{}, rateDeadline), "the lesser of 60 s and a fifth of 10 minutes")
+	assert.Equal(t, 6*s, reserveOf(llmretry.Policy{}, 30*s))
 }
