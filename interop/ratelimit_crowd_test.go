@@ -330,8 +330,10 @@ func fmtTime(d time.Duration) string {
 	return fmtFine(d)
 }
 
-// pct renders a share as a whole percentage.
-func pct(f float64) int { return int(math.Round(100 * f)) }
+// pct renders a share as a whole percentage, rounded down (so that 89.6 %
+// does not read as meeting a 90 % target); a hair under a whole one, from
+// float rounding, counts as it.
+func pct(f float64) int { return int(math.Floor(100*f + 1e-9)) }
 
 // rangeOf renders the range of f over runs ("3" or "3–5").
 func rangeOf[T int | time.Duration](runs []rateRun, f func(rateRun) T, render func(T) string) string {
