@@ -401,8 +401,8 @@ func (cc *coordCall) sent() {
 // for), and returns whether the call's next attempt will be held by the
 // key's state. ownWait is the wait the call's own schedule would take
 // before its retry (negative: none follows); a first failure on a key
-// that was up is probed no later than that. Only what changes a fact reaches the store: an answer from
-// a key known to be up costs nothing.
+// that was up is probed no later than that. Only what changes a fact
+// reaches the store: an answer from a key known to be up costs nothing.
 func (cc *coordCall) report(ctx context.Context, ev Evidence, reason string, serverWait time.Duration, hasServerWait bool, ownWait time.Duration, now time.Time) bool {
 	k := cc.k
 	r := Report{At: now, Evidence: ev, Prober: cc.probe}
