@@ -82,10 +82,11 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 // costs at most a few requests that would have been held, and a process
 // re-reads a key it holds calls for at least once per probe interval, and
 // every key it uses after the store says notices were lost, so a lost
-// notice costs at most that. A quiet key's calls make no store call. A store's method may fail: the
-// coordinating process then goes on with an in-process store of its own,
-// for that key alone, for one probe interval before it tries the store
-// again; an error that wraps ErrStoreUnreachable sends every key there.
+// notice costs at most that. A quiet key's calls make no store call. A
+// store's method may fail: the coordinating process then goes on with an
+// in-process store of its own, for that key alone, for one probe interval
+// before it tries the store again; an error that wraps ErrStoreUnreachable
+// sends every key there.
 // So a failing store never fails a call or holds it past its deadline,
 // one failing key sinks no other, and no store error reaches a caller.
 // Methods should bound their own time (a shared store's calls need short
