@@ -205,9 +205,12 @@ func runCrowds(t *testing.T) []crowdRun {
 }
 
 // ok returns how many calls got an answer.
-func (r crowdRun) ok() int {
+func (r crowdRun) ok() int { return answered(r.errs) }
+
+// answered counts the calls whose error is nil: those that got an answer.
+func answered(errs []error) int {
 	n := 0
-	for _, err := range r.errs {
+	for _, err := range errs {
 		if err == nil {
 			n++
 		}

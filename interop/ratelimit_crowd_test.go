@@ -210,15 +210,7 @@ func (r rateRun) times() []time.Duration {
 }
 
 // ok returns how many calls got an answer.
-func (r rateRun) ok() int {
-	n := 0
-	for _, err := range r.errs {
-		if err == nil {
-			n++
-		}
-	}
-	return n
-}
+func (r rateRun) ok() int { return answered(r.errs) }
 
 // refusals returns how many requests the provider refused (429).
 func (r rateRun) refusals() int {
