@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -58,23 +57,7 @@ func TestAnthropicRidesOutOutage(t *testing.T) {
 func TestAnthropicStream(t *testing.T) {
 	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
 
-	collect := func(t *testing.T, client anthropic.Client) (string, error) {
-		stream := client.Messages.NewStreaming(context.Background(), anthropicParams())
-		defer stream.Close()
-		var text strings.Builder
-		var msg anthropic.Message
-		for stream.Next() {
-			ev := stream.Current()
-			require.NoError(t, msg.Accumulate(ev))
-			if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
-				text.WriteString(ev.Delta.Text)
-			}
-		}
-		if stream.Err() == nil {
-			assert.Equal(t, anthropic.StopReasonEndTurn, msg.StopReason, "the stream ran to message_stop")
-		}
-		return text.String(), stream.Err()
-	}
+	collect := anthropicStreamText
 	overloaded := anthropicError(529, "overloaded_error", "Overloaded")
 
 	t.Run("succeeds over the wire", func(t *testing.T) {
