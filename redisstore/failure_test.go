@@ -96,33 +96,7 @@ type callResult struct {
 
 // send makes one call as process proc through rt, under a 10-s deadline.
 func send(rt http.RoundTripper, url string, proc int) callResult {
-	var res callResult
-	var mu sync.Mutex
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ctx = llmretry.WithPolicy(ctx, llmretry.Policy{
-		Waits:   []time.Duration{200 * time.Millisecond, 400 * time.Millisecond},
-		Reserve: 100 * time.Millisecond,
-		OnAttempt: func(a llmretry.Attempt) {
-			mu.Lock()
-			defer mu.Unlock()
-			res.attempts = append(res.attempts, a)
-			if !a.Probe {
-				res.sent++
-			}
-		},
-	})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{}`))
-	req.Header.Set("Authorization", "Bearer sk-failure-test")
-	req.Header.Set("X-Fleet-Proc", string(rune('0'+proc)))
-	resp, err := (&http.Client{Transport: rt}).Do(req)
-	res.end, res.err = time.Now(), err
-	if err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		res.status = resp.StatusCode
-	}
-	return res
+	return sendAs(rt, url, "Bearer sk-failure-test", proc, 10*time.Second)
 }
 
 // crowd sends n calls at once as process proc and checks that every one
