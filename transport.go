@@ -42,9 +42,10 @@ import (
 // retries send fresh copies from req.GetBody, or from one in-memory copy
 // when GetBody is nil), and returns either a response or an error, never
 // both. What the caller sees is the last attempt's result: a response with
-// its body unread (even a final 429 or 5xx), or an *Exhausted error wrapping
-// the last attempt's error. Discarded responses are drained (up to 4 KiB)
-// and closed, so connections are reused.
+// its body unread (even a final 429 or 5xx, whose record GaveUp returns),
+// or an *Exhausted error that says why the call stopped (its Reason) and
+// wraps the last attempt's error. Discarded responses are drained (up to
+// 4 KiB) and closed, so connections are reused.
 //
 // Only the outermost Transport retries: a request sent while another
 // llmretry call is already retrying (its context says so) passes straight
