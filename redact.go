@@ -117,7 +117,9 @@ func redactParams(s string) string {
 // a credential.
 func isCredentialParam(name string) bool {
 	switch strings.ToLower(name) {
-	case "key", "api_key", "apikey", "api-key", "access_token", "token", "sig", "signature", "password", "secret", "client_secret":
+	case "key", "api_key", "apikey", "api-key", "access_token", "token", "sig", "signature", "password", "secret", "client_secret",
+		// presigned URLs (S3, GCS) and Azure's subscription key
+		"x-amz-signature", "x-amz-credential", "x-amz-security-token", "x-goog-signature", "x-goog-credential", "subscription-key":
 		return true
 	}
 	return false

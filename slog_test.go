@@ -155,6 +155,8 @@ func TestRedactParams(t *testing.T) {
 		"x?key=K#frag":                          "x?key=…#frag",
 		"token=abc token=def":                   "token=… token=…",
 		"keys=1 api-key=secret client_secret=s": "keys=1 api-key=… client_secret=…",
+		"GET https://b.s3.amazonaws.com/o?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=abc: 403": "GET https://b.s3.amazonaws.com/o?X-Amz-Credential=…&X-Amz-Signature=… 403",
+		"x-goog-signature=s subscription-key=k":                                               "x-goog-signature=… subscription-key=…",
 	}
 	for in, want := range cases {
 		assert.Equal(t, want, redactParams(in), in)
