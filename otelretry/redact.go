@@ -78,7 +78,7 @@ func hasCredentialParam(q string) bool {
 // X-Amz-Security-Token, and the usual token=, access_token=, secret=,
 // password=, auth=.
 // It is broader than llmretry's name list for its own texts (redact.go):
-// every name it blanks has one of these words, so a span never shows a
+// every name llmretry blanks has one of these words, so a span never shows a
 // value a log line blanks.
 var credentialWords = [...]string{"key", "sig", "token", "secret", "password", "passwd", "credential", "auth"}
 
