@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,34 +89,12 @@ func isEventStream(resp *http.Response) bool {
 // hasMediaType reports whether the Content-Type ct names media type t
 // (case-insensitively, parameters ignored).
 func hasMediaType(ct, t string) bool {
-	for len(ct) > 0 && (ct[0] == ' ' || ct[0] == '\t') {
-		ct = ct[1:]
-	}
-	if len(ct) < len(t) || !equalFoldASCII(ct[:len(t)], t) {
+	ct = strings.TrimLeft(ct, " \t")
+	if len(ct) < len(t) || !strings.EqualFold(ct[:len(t)], t) {
 		return false
 	}
 	rest := ct[len(t):]
 	return rest == "" || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t'
-}
-
-// equalFoldASCII is strings.EqualFold for ASCII text.
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // idleBody is a committed stream under StreamIdleTimeout: when no byte

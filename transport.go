@@ -124,7 +124,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// that llmretry layers below us pass it through.
 	p := t.policyFor(cp)
 	f := &flight{Context: ctx}
-	if p.Reserve == 0 {
+	if _, ok := ctx.Deadline(); ok && p.Reserve == 0 {
 		f.start = time.Now() // the default reserve is a share of the time left now
 	}
 	out := req.WithContext(f)
