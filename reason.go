@@ -61,12 +61,10 @@ func reasonText(err error) string {
 }
 
 // heldReason is the reason of a call that its coordinated gate held until
-// it could wait no longer (err a *DownError) or until its context ended.
-func heldReason(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+// it could wait no longer, or until its context ended (the gate returns
+// the context's error only then).
+func heldReason(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return ErrNoTimeLeft

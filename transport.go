@@ -148,7 +148,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer cc.leave()
 		if err := cc.admitFirst(ctx); err != nil {
 			closeBody(out)
-			return nil, &Exhausted{Request: req, Reason: heldReason(ctx, err), Err: err}
+			return nil, &Exhausted{Request: req, Reason: heldReason(ctx), Err: err}
 		}
 		f.probe = cc.wasProbe
 	}
