@@ -117,7 +117,8 @@ type view struct {
 
 // live reports whether any of f's facts is live at now.
 func live(f Facts, now time.Time) bool {
-	return f.Down(now) || f.Probing(now) || f.Waiting(now) || f.Retries > 0
+	return f.Down(now) || f.Probing(now) || f.Waiting(now) || f.Retries > 0 ||
+		f.Paced(now) || f.Capped(now) || f.InFlight > 0
 }
 
 // facts returns the key's facts as this process knows them at now: the

@@ -29,10 +29,11 @@ type memStore struct {
 	watchers map[*func(string, Facts)]struct{}
 }
 
-// memEntry is one key's facts, with its retry leases by holder.
+// memEntry is one key's facts, with its retry and send leases by holder.
 type memEntry struct {
 	f       Facts
 	retries map[string]time.Time // holder → lease end
+	sends   map[string]time.Time // holder → lease end
 	changed time.Time            // when f last changed
 }
 
@@ -104,7 +105,49 @@ func (s *memStore) Report(_ context.Context, key string, r Report) (Facts, error
 		f.Reason = r.Reason
 	}
 	f.WaitUntil = later(f.WaitUntil, r.WaitUntil)
+	if r.Every > 0 {
+		if !f.Paced(r.At) {
+			f.Burst, f.Every, f.Full = r.Burst, r.Every, r.Full
+		} else {
+			f.Full, f.Every, f.Burst = later(f.Full, r.Full), max(f.Every, r.Every), min(f.Burst, r.Burst)
+		}
+	}
+	if r.MaxInFlight > 0 {
+		f.MaxInFlight, f.Counted, f.CutAt = r.MaxInFlight, r.Counted, r.At
+		f.CapUntil = later(f.CapUntil, r.CapUntil)
+	}
 	return s.commit(key, e, f, r.At, true)
+}
+
+// TakeSend grants the next send of a paced or limited key (see Store).
+func (s *memStore) TakeSend(_ context.Context, key string, l Lease, limit int) (Facts, time.Time, bool, error) {
+	s.mu.Lock()
+	e := s.entry(key, l.At, true)
+	f := e.f
+	slot := l.At
+	if f.Paced(l.At) {
+		slot = later(l.At, f.Full.Add(-time.Duration(f.Burst-1)*f.Every))
+	}
+	if slot.After(l.Until) {
+		s.mu.Unlock()
+		return f, slot, false, nil
+	}
+	if limit > 0 && len(e.sends) >= limit {
+		s.mu.Unlock()
+		return f, time.Time{}, false, nil
+	}
+	if f.Paced(l.At) {
+		f.Full = later(f.Full, slot).Add(f.Every)
+	}
+	if limit > 0 {
+		if e.sends == nil {
+			e.sends = map[string]time.Time{}
+		}
+		e.sends[l.Holder] = l.Until
+		f.InFlight = len(e.sends)
+	}
+	f, err := s.commit(key, e, f, l.At, false)
+	return f, slot, true, err
 }
 
 // TakeProbe grants the probe lease if key is down, free and due (see
@@ -158,6 +201,10 @@ func (s *memStore) Release(_ context.Context, key, holder string, now time.Time)
 	if _, ok := e.retries[holder]; ok {
 		delete(e.retries, holder)
 		f.Retries = len(e.retries)
+	}
+	if _, ok := e.sends[holder]; ok {
+		delete(e.sends, holder)
+		f.InFlight, announce = len(e.sends), true
 	}
 	if f == e.f {
 		s.mu.Unlock()
@@ -233,7 +280,20 @@ func (e *memEntry) lapse(now time.Time) bool {
 		}
 	}
 	f.Retries = len(e.retries)
-	return f.DownSince.IsZero() && f.Prober == "" && f.WaitUntil.IsZero() && f.Retries == 0
+	if !f.Paced(now) {
+		f.Burst, f.Every, f.Full = 0, 0, time.Time{}
+	}
+	if !f.Capped(now) {
+		f.MaxInFlight, f.Counted, f.CutAt, f.CapUntil = 0, false, time.Time{}, time.Time{}
+	}
+	for h, until := range e.sends {
+		if !now.Before(until) {
+			delete(e.sends, h)
+		}
+	}
+	f.InFlight = len(e.sends)
+	return f.DownSince.IsZero() && f.Prober == "" && f.WaitUntil.IsZero() && f.Retries == 0 &&
+		f.Every == 0 && f.MaxInFlight == 0 && f.InFlight == 0
 }
 
 // commit stores f as key's facts if they differ from e's, with a new
@@ -271,7 +331,7 @@ func (s *memStore) adopt(key string, f Facts, now time.Time) {
 		s.entries[key] = &memEntry{f: f, changed: now}
 	case e.f.Version < f.Version:
 		// Left from an earlier fallback: the view is newer.
-		f.Retries = len(e.retries)
+		f.Retries, f.InFlight = len(e.retries), len(e.sends)
 		e.f, e.changed = f, now
 	}
 }

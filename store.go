@@ -44,7 +44,10 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 //     hash), must begin with host, and must be the same for equal inputs.
 //     The store must not keep credential.
 //   - Load returns the facts of key as they are at now, without the lapsed
-//     ones (a lapsed fact reads as its zero value).
+//     ones (a lapsed fact reads as its zero value): the pace (Burst, Every,
+//     Full) lapses at Full, the limit on calls in flight (MaxInFlight,
+//     Counted, CutAt, CapUntil) at CapUntil, and InFlight counts the send
+//     leases live at now.
 //   - Report records what one attempt's result says of the provider. If
 //     r.Prober holds the probe lease, the lease ends. ProviderDown: a key
 //     that is not down at r.At goes down (DownSince r.At, NextProbe
@@ -61,11 +64,27 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 //     at least until the lease ends.
 //   - TakeRetry grants l.Holder a retry lease until l.Until, and only then
 //     reports true, if fewer than limit live retry leases are held.
+//   - Report also applies what a response says of the key's rate limit.
+//     r.Every > 0 paces the key: if it is not paced at r.At (Full not
+//     after r.At), Burst, Every and Full become r's; else Full becomes the
+//     later of the two, Every the longer, Burst the smaller.
+//     r.MaxInFlight > 0 limits the key's calls in flight: MaxInFlight and
+//     Counted become r's, CutAt becomes r.At, and CapUntil the later of
+//     itself and r.CapUntil.
+//   - TakeSend asks for the next send of a paced or limited key. If the
+//     key is paced at l.At, its slot is s = max(l.At, Full −
+//     (Burst−1)·Every), else s = l.At. Nothing is granted if s is after
+//     l.Until (TakeSend returns s), or if limit > 0 and limit or more send
+//     leases are live (it returns the zero time). Otherwise a paced key's
+//     Full becomes max(Full, s) + Every, l.Holder takes a send lease until
+//     l.Until if limit > 0, and TakeSend returns s and true.
 //   - Release ends any lease holder holds (a probe sent without a result,
-//     a retry that ended); releasing what is not held does nothing.
+//     a retry or a send that ended); releasing what is not held does
+//     nothing.
 //   - Every method that changes a fact increments Version, and Watch
-//     callbacks then receive the new facts (changes to retry leases alone
-//     need not be announced). A store keeps a key's Version for at least
+//     callbacks then receive the new facts (changes to retry leases alone,
+//     and to Full by TakeSend, need not be announced; the end of a send
+//     lease must be, since calls elsewhere may wait for it). A store keeps a key's Version for at least
 //     a minute after its last change, lapsed facts or not, so that a late
 //     notice can be told from a new one; after that a forgotten key may
 //     start again from zero.
@@ -113,6 +132,11 @@ type Store interface {
 	// may be live; it returns key's facts after the request and whether
 	// the lease was granted.
 	TakeRetry(ctx context.Context, key string, l Lease, limit int) (Facts, bool, error)
+	// TakeSend asks for the next send of a paced key, or for one of the
+	// send leases of a key whose calls in flight are limited to limit (0:
+	// not limited); it returns key's facts after the request, the instant
+	// the send may go, and whether it was granted.
+	TakeSend(ctx context.Context, key string, l Lease, limit int) (Facts, time.Time, bool, error)
 	// Release ends any lease holder holds on key, and returns key's facts
 	// after it.
 	Release(ctx context.Context, key, holder string, now time.Time) (Facts, error)
@@ -150,6 +174,25 @@ type Facts struct {
 	// Retries is the number of live retry leases: retries on calls' own
 	// schedules in flight, counted against the retry budget.
 	Retries int
+
+	// Burst, Every and Full pace the key under a rate limit the provider
+	// published and the key has spent: a bucket of Burst requests, one
+	// back each Every, full again at Full (the generic cell rate
+	// algorithm's theoretical arrival time). The key is paced until Full;
+	// all three are zero when it is not.
+	Burst int
+	Every time.Duration
+	Full  time.Time
+	// MaxInFlight is the limit on the key's calls in flight, learnt from
+	// a 429 at CutAt (0: none); Counted says that the count it was learnt
+	// from was the whole fleet's (the refused call held a send lease).
+	// The limit lapses at CapUntil; all four are zero when there is none.
+	MaxInFlight     int
+	Counted         bool
+	CutAt, CapUntil time.Time
+	// InFlight is the number of live send leases: calls in flight under
+	// MaxInFlight.
+	InFlight int
 }
 
 // Down reports whether f says the key is down at now.
@@ -165,6 +208,16 @@ func (f Facts) Probing(now time.Time) bool {
 // Waiting reports whether the provider's wait is not over at now.
 func (f Facts) Waiting(now time.Time) bool {
 	return now.Before(f.WaitUntil)
+}
+
+// Paced reports whether the key's calls are paced at now.
+func (f Facts) Paced(now time.Time) bool {
+	return f.Every > 0 && now.Before(f.Full)
+}
+
+// Capped reports whether the key's calls in flight are limited at now.
+func (f Facts) Capped(now time.Time) bool {
+	return f.MaxInFlight > 0 && now.Before(f.CapUntil)
 }
 
 // Report is one attempt's evidence about its provider key, for
@@ -187,6 +240,16 @@ type Report struct {
 	// Prober, if not empty, is the holder of the probe lease this attempt
 	// was sent under: the lease ends.
 	Prober string
+	// Burst, Every and Full, if Every > 0, pace the key: the response
+	// says a rate limit is spent (see Facts).
+	Burst int
+	Every time.Duration
+	Full  time.Time
+	// MaxInFlight, if positive, limits the key's calls in flight (see
+	// Facts) until at least CapUntil; Counted as in Facts.
+	MaxInFlight int
+	Counted     bool
+	CapUntil    time.Time
 }
 
 // Evidence is what one attempt's result says of its provider.
