@@ -55,6 +55,17 @@ func Run(t *testing.T, stores func(t *testing.T) []llmretry.Store) {
 		{"facts are shared by every store over the backend", testShared},
 		{"Watch tells of changes until stopped", testWatch},
 		{"Version grows with every change", testVersion},
+		{"a spent rate limit paces the key, and later ones merge", testPace},
+		{"the pace lapses at Full", testPaceLapses},
+		{"a 429 limits the calls in flight, and a later one replaces the limit", testCap},
+		{"the limit on calls in flight lapses at CapUntil", testCapLapses},
+		{"TakeSend gives a paced key's sends their slots", testTakeSendSlots},
+		{"send leases count against the limit and end with Release", testSendLeases},
+		{"send leases lapse at Until", testSendLeaseLapses},
+		{"the end of a send lease is announced", testSendReleaseAnnounced},
+		{"a key neither paced nor limited sends at once", testTakeSendQuiet},
+		{"a paced and limited key", testPacedAndLimited},
+		{"concurrent sends take distinct slots, and no more leases than the limit", testSendRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -454,4 +465,401 @@ func testVersion(t *testing.T, stores []llmretry.Store) {
 	f, err = s.Release(ctx, key, "r", due)
 	must(t, err)
 	step("release", f)
+}
+
+// pace reports, at at, a response that says key's rate limit is spent: a
+// bucket of burst requests, one back each every, full again at full.
+func pace(t *testing.T, s llmretry.Store, key string, at time.Time, burst int, every time.Duration, full time.Time) llmretry.Facts {
+	t.Helper()
+	f, err := s.Report(ctx, key, llmretry.Report{At: at, Evidence: llmretry.ProviderUp, Burst: burst, Every: every, Full: full})
+	must(t, err)
+	return f
+}
+
+// limitTo reports, at at, a 429 that limits key's calls in flight to n
+// until capUntil.
+func limitTo(t *testing.T, s llmretry.Store, key string, at time.Time, n int, counted bool, capUntil time.Time) llmretry.Facts {
+	t.Helper()
+	f, err := s.Report(ctx, key, llmretry.Report{At: at, Evidence: llmretry.ProviderUp, Reason: "429 Too Many Requests",
+		MaxInFlight: n, Counted: counted, CapUntil: capUntil})
+	must(t, err)
+	return f
+}
+
+// send asks for holder's next send of key at at, lasting until until,
+// under limit.
+func send(t *testing.T, s llmretry.Store, key, holder string, at, until time.Time, limit int) (llmretry.Facts, time.Time, bool) {
+	t.Helper()
+	f, slot, ok, err := s.TakeSend(ctx, key, llmretry.Lease{Holder: holder, At: at, Until: until}, limit)
+	must(t, err)
+	return f, slot, ok
+}
+
+// samePace reports whether f's pace is burst, every, full.
+func samePace(f llmretry.Facts, burst int, every time.Duration, full time.Time) bool {
+	return f.Burst == burst && f.Every == every && f.Full.Equal(full)
+}
+
+func testPace(t *testing.T, stores []llmretry.Store) {
+	now, key := clock(t, stores[0])
+	sec := time.Second
+	for i, step := range []struct {
+		name  string
+		at    time.Duration // after now
+		burst int
+		every time.Duration
+		full  time.Duration // after now
+		// The pace after the report.
+		wantBurst int
+		wantEvery time.Duration
+		wantFull  time.Duration
+	}{
+		{"a new pace", 0, 5, sec, 10 * sec, 5, sec, 10 * sec},
+		{"a sooner Full, a shorter Every and a larger Burst change nothing", sec, 8, sec / 2, 5 * sec, 5, sec, 10 * sec},
+		{"a later Full, a longer Every and a smaller Burst", 2 * sec, 3, 2 * sec, 20 * sec, 3, 2 * sec, 20 * sec},
+		{"a later Full alone", 3 * sec, 10, sec, 25 * sec, 3, 2 * sec, 25 * sec},
+		{"a longer Every alone", 4 * sec, 10, 3 * sec, 5 * sec, 3, 3 * sec, 25 * sec},
+		{"a smaller Burst alone", 5 * sec, 2, sec, 5 * sec, 2, 3 * sec, 25 * sec},
+	} {
+		at := now.Add(step.at)
+		f := pace(t, stores[i%len(stores)], key, at, step.burst, step.every, now.Add(step.full))
+		if !samePace(f, step.wantBurst, step.wantEvery, now.Add(step.wantFull)) || !f.Paced(at) {
+			t.Errorf("%s: Burst %d, Every %v, Full +%v; want %d, %v, +%v", step.name, f.Burst, f.Every, f.Full.Sub(now),
+				step.wantBurst, step.wantEvery, step.wantFull)
+		}
+	}
+	// A report that says nothing of the rate limit leaves the pace alone.
+	at := now.Add(6 * sec)
+	f, err := stores[0].Report(ctx, key, llmretry.Report{At: at, Evidence: llmretry.ProviderUp})
+	must(t, err)
+	if !samePace(f, 2, 3*sec, now.Add(25*sec)) {
+		t.Errorf("a report without a pace changed it: %+v", f)
+	}
+	l, err := stores[len(stores)-1].Load(ctx, key, at)
+	must(t, err)
+	if !samePace(l, 2, 3*sec, now.Add(25*sec)) || l.Version != f.Version {
+		t.Errorf("Load says %+v, Report said %+v", l, f)
+	}
+}
+
+func testPaceLapses(t *testing.T, stores []llmretry.Store) {
+	s := stores[0]
+	now, key := clock(t, s)
+	full := now.Add(10 * time.Second)
+	pace(t, s, key, now, 5, time.Second, full)
+	before := full.Add(-time.Millisecond)
+	f, err := s.Load(ctx, key, before)
+	must(t, err)
+	if !f.Paced(before) || !samePace(f, 5, time.Second, full) {
+		t.Errorf("not paced before Full: %+v", f)
+	}
+	f, err = s.Load(ctx, key, full)
+	must(t, err)
+	if f.Paced(full) || !samePace(f, 0, 0, time.Time{}) {
+		t.Errorf("paced at Full: %+v", f)
+	}
+	// A pace after the lapse is taken whole, not merged with the old one.
+	g := pace(t, s, key, full, 8, 500*time.Millisecond, full.Add(4*time.Second))
+	if !samePace(g, 8, 500*time.Millisecond, full.Add(4*time.Second)) {
+		t.Errorf("a pace after the lapse: Burst %d, Every %v, Full +%v; want 8, 500ms, +4s", g.Burst, g.Every, g.Full.Sub(full))
+	}
+}
+
+func testCap(t *testing.T, stores []llmretry.Store) {
+	now, key := clock(t, stores[0])
+	sec := time.Second
+	for i, step := range []struct {
+		name     string
+		at       time.Duration // after now
+		n        int
+		counted  bool
+		capUntil time.Duration // after now
+		// The limit after the report: MaxInFlight and Counted are the
+		// report's, CutAt its At.
+		wantUntil time.Duration
+	}{
+		{"a first limit", 0, 8, true, 30 * sec, 30 * sec},
+		{"a smaller limit, counted in one process, lapsing sooner", sec, 4, false, 10 * sec, 30 * sec},
+		{"a larger limit lapsing later", 2 * sec, 6, true, 40 * sec, 40 * sec},
+	} {
+		at := now.Add(step.at)
+		f := limitTo(t, stores[i%len(stores)], key, at, step.n, step.counted, now.Add(step.capUntil))
+		if f.MaxInFlight != step.n || f.Counted != step.counted || !f.CutAt.Equal(at) || !f.CapUntil.Equal(now.Add(step.wantUntil)) || !f.Capped(at) {
+			t.Errorf("%s: MaxInFlight %d, Counted %v, CutAt +%v, CapUntil +%v; want %d, %v, +%v, +%v", step.name,
+				f.MaxInFlight, f.Counted, f.CutAt.Sub(now), f.CapUntil.Sub(now), step.n, step.counted, step.at, step.wantUntil)
+		}
+	}
+	// A report that says nothing of the limit leaves it alone.
+	at := now.Add(3 * sec)
+	f, err := stores[0].Report(ctx, key, llmretry.Report{At: at, Evidence: llmretry.ProviderUp})
+	must(t, err)
+	if f.MaxInFlight != 6 || !f.Counted || !f.CutAt.Equal(now.Add(2*sec)) || !f.CapUntil.Equal(now.Add(40*sec)) {
+		t.Errorf("a report without a limit changed it: %+v", f)
+	}
+	l, err := stores[len(stores)-1].Load(ctx, key, at)
+	must(t, err)
+	if l.MaxInFlight != 6 || l.Version != f.Version {
+		t.Errorf("Load says %+v, Report said %+v", l, f)
+	}
+}
+
+func testCapLapses(t *testing.T, stores []llmretry.Store) {
+	s := stores[0]
+	now, key := clock(t, s)
+	end := now.Add(30 * time.Second)
+	limitTo(t, s, key, now, 8, true, end)
+	before := end.Add(-time.Millisecond)
+	f, err := s.Load(ctx, key, before)
+	must(t, err)
+	if !f.Capped(before) || f.MaxInFlight != 8 {
+		t.Errorf("not limited before CapUntil: %+v", f)
+	}
+	f, err = s.Load(ctx, key, end)
+	must(t, err)
+	if f.Capped(end) || f.MaxInFlight != 0 || f.Counted || !f.CutAt.IsZero() || !f.CapUntil.IsZero() {
+		t.Errorf("limited at CapUntil: %+v", f)
+	}
+}
+
+func testTakeSendSlots(t *testing.T, stores []llmretry.Store) {
+	now, key := clock(t, stores[0])
+	ms := time.Millisecond
+	sec := time.Second
+	// A bucket of 3, one back each second, with 2 left: full at +1 s.
+	last := pace(t, stores[0], key, now, 3, sec, now.Add(sec))
+	for i, step := range []struct {
+		name      string
+		at, until time.Duration // after now
+		// The slot s = max(At, Full − (Burst−1)·Every), whether it is
+		// granted (s not after Until), and Full after it: max(Full, s) +
+		// Every if granted, unchanged if not.
+		slot     time.Duration
+		granted  bool
+		wantFull time.Duration
+	}{
+		{"the bucket's first", 0, 10 * sec, 0, true, 2 * sec},
+		{"its last", 0, 10 * sec, 0, true, 3 * sec},
+		{"empty: one Every later", 0, 10 * sec, sec, true, 4 * sec},
+		{"a slot after Until is refused, and returned", 0, 2*sec - ms, 2 * sec, false, 4 * sec},
+		{"a slot at Until is granted", 500 * ms, 2 * sec, 2 * sec, true, 5 * sec},
+		{"asked after its slot: At", 4 * sec, 10 * sec, 4 * sec, true, 6 * sec},
+		{"lapsed at Full: At, at once, and no pace", 6 * sec, 10 * sec, 6 * sec, true, -1},
+	} {
+		at := now.Add(step.at)
+		f, slot, ok := send(t, stores[i%len(stores)], key, fmt.Sprint("s", i), at, now.Add(step.until), 0)
+		if ok != step.granted || !slot.Equal(now.Add(step.slot)) {
+			t.Errorf("%s: slot +%v, granted %v; want +%v, %v", step.name, slot.Sub(now), ok, step.slot, step.granted)
+		}
+		switch {
+		case step.wantFull < 0:
+			if f.Paced(at) || !f.Full.IsZero() {
+				t.Errorf("%s: still paced: %+v", step.name, f)
+			}
+		case !f.Full.Equal(now.Add(step.wantFull)):
+			t.Errorf("%s: Full +%v, want +%v", step.name, f.Full.Sub(now), step.wantFull)
+		}
+		if step.granted && step.wantFull >= 0 && f.Version <= last.Version {
+			t.Errorf("%s: Version %d after %d: Full changed", step.name, f.Version, last.Version)
+		}
+		if !step.granted && f.Version != last.Version {
+			t.Errorf("%s: refused, yet Version %d after %d", step.name, f.Version, last.Version)
+		}
+		if f.InFlight != 0 {
+			t.Errorf("%s: a send lease taken without a limit: %+v", step.name, f)
+		}
+		last = f
+	}
+}
+
+func testSendLeases(t *testing.T, stores []llmretry.Store) {
+	now, key := clock(t, stores[0])
+	until := now.Add(time.Minute)
+	for i := range 3 {
+		f, slot, ok := send(t, stores[i%len(stores)], key, fmt.Sprint("s", i), now, until, 3)
+		if !ok || !slot.Equal(now) || f.InFlight != i+1 {
+			t.Fatalf("send lease %d of 3: granted %v at +%v, %d in flight", i+1, ok, slot.Sub(now), f.InFlight)
+		}
+	}
+	f, slot, ok := send(t, stores[0], key, "s3", now, until, 3)
+	if ok || !slot.IsZero() || f.InFlight != 3 {
+		t.Errorf("a fourth send lease under a limit of 3: granted %v, slot %v, %d in flight", ok, slot, f.InFlight)
+	}
+	l, err := stores[len(stores)-1].Load(ctx, key, now)
+	must(t, err)
+	if l.InFlight != 3 {
+		t.Errorf("Load counts %d send leases, want 3", l.InFlight)
+	}
+	f, err = stores[0].Release(ctx, key, "s0", now)
+	must(t, err)
+	if f.InFlight != 2 {
+		t.Errorf("after a release: %d in flight", f.InFlight)
+	}
+	if f, _, ok := send(t, stores[len(stores)-1], key, "s3", now, until, 3); !ok || f.InFlight != 3 {
+		t.Errorf("a released send lease was not freed: granted %v, %d in flight", ok, f.InFlight)
+	}
+	// Limit 0 takes no lease: its send is granted however many are live.
+	f, slot, ok = send(t, stores[0], key, "free", now, until, 0)
+	if !ok || !slot.Equal(now) || f.InFlight != 3 {
+		t.Errorf("a send without a limit: granted %v at +%v, %d in flight; want granted at once, 3 in flight", ok, slot.Sub(now), f.InFlight)
+	}
+	if f, err := stores[0].Release(ctx, key, "free", now); err != nil || f.InFlight != 3 {
+		t.Errorf("releasing a send that took no lease: %d in flight, %v", f.InFlight, err)
+	}
+	// Send and retry leases are counted apart.
+	if f, ok, err := stores[0].TakeRetry(ctx, key, llmretry.Lease{Holder: "r", At: now, Until: until}, 1); err != nil || !ok || f.Retries != 1 || f.InFlight != 3 {
+		t.Errorf("a retry lease beside 3 send leases: granted %v, %d retries, %d in flight, %v", ok, f.Retries, f.InFlight, err)
+	}
+}
+
+func testSendLeaseLapses(t *testing.T, stores []llmretry.Store) {
+	s := stores[0]
+	now, key := clock(t, s)
+	end := now.Add(5 * time.Second)
+	if _, _, ok := send(t, s, key, "a", now, end, 1); !ok {
+		t.Fatal("the first send lease was not granted")
+	}
+	before := end.Add(-time.Millisecond)
+	if f, _, ok := send(t, s, key, "b", before, before.Add(5*time.Second), 1); ok || f.InFlight != 1 {
+		t.Errorf("a second send lease under a limit of 1 before the first lapsed: granted %v, %d in flight", ok, f.InFlight)
+	}
+	f, err := s.Load(ctx, key, end)
+	must(t, err)
+	if f.InFlight != 0 {
+		t.Errorf("%d send leases live at their Until", f.InFlight)
+	}
+	if f, _, ok := send(t, s, key, "b", end, end.Add(5*time.Second), 1); !ok || f.InFlight != 1 {
+		t.Errorf("a lapsed send lease still counts: granted %v, %d in flight", ok, f.InFlight)
+	}
+}
+
+func testSendReleaseAnnounced(t *testing.T, stores []llmretry.Store) {
+	s := stores[0]
+	now, key := clock(t, s)
+	got := make(chan llmretry.Facts, 16)
+	stop := stores[len(stores)-1].Watch(func(k string, f llmretry.Facts) {
+		if k == key {
+			select {
+			case got <- f:
+			default:
+			}
+		}
+	})
+	defer stop()
+	if _, _, ok := send(t, s, key, "a", now, now.Add(time.Minute), 1); !ok {
+		t.Fatal("the send lease was not granted")
+	}
+	want, err := s.Release(ctx, key, "a", now)
+	must(t, err)
+	if want.InFlight != 0 {
+		t.Fatalf("after the release: %d in flight", want.InFlight)
+	}
+	deadline := time.After(NoticeWait)
+	for {
+		select {
+		case f := <-got:
+			if f.Version < want.Version {
+				continue // an earlier change
+			}
+			if f.InFlight != 0 {
+				t.Errorf("the notice's facts: %+v", f)
+			}
+			return
+		case <-deadline:
+			t.Fatalf("no notice of the send lease's end within %v: calls elsewhere may wait for it", NoticeWait)
+		}
+	}
+}
+
+func testTakeSendQuiet(t *testing.T, stores []llmretry.Store) {
+	s := stores[0]
+	now, key := clock(t, s)
+	f, slot, ok := send(t, s, key, "a", now, now.Add(time.Minute), 0)
+	if !ok || !slot.Equal(now) {
+		t.Errorf("a quiet key's send: granted %v at +%v, want at once", ok, slot.Sub(now))
+	}
+	if f.Paced(now) || f.Capped(now) || f.InFlight != 0 || f.Burst != 0 || f.Every != 0 || !f.Full.IsZero() {
+		t.Errorf("a send without a limit on a quiet key left facts: %+v", f)
+	}
+	f, slot, ok = send(t, s, key, "b", now, now.Add(time.Minute), 2)
+	if !ok || !slot.Equal(now) || f.InFlight != 1 {
+		t.Errorf("a quiet key's send under a limit: granted %v at +%v, %d in flight; want at once, 1", ok, slot.Sub(now), f.InFlight)
+	}
+}
+
+func testPacedAndLimited(t *testing.T, stores []llmretry.Store) {
+	s := stores[0]
+	now, key := clock(t, s)
+	sec := time.Second
+	// A bucket of 2 with one left, and one call in flight at most.
+	pace(t, s, key, now, 2, sec, now.Add(sec))
+	limitTo(t, s, key, now, 1, true, now.Add(time.Minute))
+	f, slot, ok := send(t, s, key, "a", now, now.Add(10*sec), 1)
+	if !ok || !slot.Equal(now) || !f.Full.Equal(now.Add(2*sec)) || f.InFlight != 1 {
+		t.Fatalf("the first send: granted %v at +%v, Full +%v, %d in flight", ok, slot.Sub(now), f.Full.Sub(now), f.InFlight)
+	}
+	// Its slot is free (+1 s), but the limit is reached: the zero time,
+	// and the pace does not move.
+	f, slot, ok = send(t, s, key, "b", now, now.Add(10*sec), 1)
+	if ok || !slot.IsZero() || !f.Full.Equal(now.Add(2*sec)) {
+		t.Errorf("a send over the limit: granted %v, slot %v, Full +%v; want refused, the zero time, +2s", ok, slot, f.Full.Sub(now))
+	}
+	// A slot after Until is said first, limit or not.
+	f, slot, ok = send(t, s, key, "b", now, now.Add(sec/2), 1)
+	if ok || !slot.Equal(now.Add(sec)) || !f.Full.Equal(now.Add(2*sec)) {
+		t.Errorf("a send whose slot is after Until: granted %v, slot +%v, Full +%v; want refused at +1s, +2s", ok, slot.Sub(now), f.Full.Sub(now))
+	}
+	if _, err := s.Release(ctx, key, "a", now.Add(sec/2)); err != nil {
+		t.Fatal(err)
+	}
+	f, slot, ok = send(t, s, key, "b", now.Add(sec/2), now.Add(10*sec), 1)
+	if !ok || !slot.Equal(now.Add(sec)) || !f.Full.Equal(now.Add(3*sec)) || f.InFlight != 1 {
+		t.Errorf("the second send after the first ended: granted %v at +%v, Full +%v, %d in flight; want +1s, +3s, 1",
+			ok, slot.Sub(now), f.Full.Sub(now), f.InFlight)
+	}
+}
+
+func testSendRace(t *testing.T, stores []llmretry.Store) {
+	now, key := clock(t, stores[0])
+	const n = 20
+	every := 100 * time.Millisecond
+	// An empty bucket of 1: one send each 100 ms from +100 ms.
+	pace(t, stores[0], key, now, 1, every, now.Add(every))
+	var mu sync.Mutex
+	slots := map[time.Time]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		s := stores[i%len(stores)]
+		wg.Go(func() {
+			_, slot, ok, err := s.TakeSend(ctx, key, llmretry.Lease{Holder: fmt.Sprint("p", i), At: now, Until: now.Add(time.Minute)}, 0)
+			if err != nil || !ok {
+				t.Errorf("send %d: granted %v, %v", i, ok, err)
+				return
+			}
+			mu.Lock()
+			slots[slot]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for i := 1; i <= n; i++ {
+		if at := now.Add(time.Duration(i) * every); slots[at] != 1 {
+			t.Errorf("slot +%v granted %d times, want once", time.Duration(i)*every, slots[at])
+		}
+	}
+
+	_, key2 := clock(t, stores[0])
+	key2 += "-limited"
+	var granted atomic.Int32
+	for i := range n {
+		s := stores[i%len(stores)]
+		wg.Go(func() {
+			if _, _, ok, err := s.TakeSend(ctx, key2, llmretry.Lease{Holder: fmt.Sprint("l", i), At: now, Until: now.Add(time.Minute)}, 5); err == nil && ok {
+				granted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if g := granted.Load(); g != 5 {
+		t.Errorf("%d of %d concurrent send leases granted under a limit of 5", g, n)
+	}
 }
