@@ -16,12 +16,16 @@
 //
 // The facts of each provider key live in Redis, each with its own
 // lifetime: whether the key is down (since when, until when, why), the
-// next probe's time, the probe lease, the server wait's end, and the live
-// retry leases. Each operation of the coordinator is one Lua script
-// (EVALSHA) on the key's two Redis keys, PREFIX{name}:f (a hash) and
-// PREFIX{name}:retries (a sorted set), which share a hash tag and so one
-// Cluster slot; a change is published on PREFIX + "changes", to which each
-// Store holds one subscription. What waits stays in each process: held
+// next probe's time, the probe lease, the server wait's end, the live
+// retry leases, the pace a spent rate limit sets (burst, interval, when
+// the bucket is full again: each send takes the next slot), the limit on
+// calls in flight learnt from a 429, and the live send leases counted
+// against it. Each operation of the coordinator is one Lua script
+// (EVALSHA) on the key's three Redis keys, PREFIX{name}:f (a hash),
+// PREFIX{name}:retries and PREFIX{name}:sends (sorted sets of lease
+// holders by lease end), which share a hash tag and so one Cluster slot;
+// a change is published on PREFIX + "changes", to which each Store holds
+// one subscription. What waits stays in each process: held
 // calls, their timers and the choice of the next probe among them. A call
 // to a key with no live fact makes no Redis call: each process keeps a view
 // of each key, fed by its own operations' answers and by the channel; held
@@ -59,8 +63,9 @@
 // Nothing read from Redis can crash or wedge a process: notices and
 // answers are bounds-checked (and fuzzed), a malformed one is dropped and
 // counted (Store.Malformed); a fact no process of the fleet would write (a
-// lease, a down state or a wait longer than the fleet's lifetimes) is read
-// as the most the process would have written, or as nothing; a failure of
+// lease, a down state, a wait, a pace or a limit on calls in flight longer
+// than the fleet's lifetimes, a count past its bound) is read as the most
+// the process would have written, or as nothing; a failure of
 // one key (its data of the wrong type, its Cluster slot's master down)
 // sends that key alone to in-process coordination; a subscription that
 // goes silent is found by a PING that must be answered within Timeout.
@@ -76,7 +81,10 @@
 // messages to each subscriber (lease taken, answer); the recovery is one
 // script and one message per subscriber. Retries on calls' own schedules
 // while a key is up (a 429 without a wait) cost two scripts each (take
-// and end a retry lease). A key's Redis memory is a hash of eight short
-// fields (and a sorted set while retry leases live), gone a minute after
-// its last live fact.
+// and end a retry lease). While a key is paced or its calls in flight
+// are limited, each send costs one script (its slot, or its send lease),
+// and a send lease's end another and one message to each subscriber. A
+// key's Redis memory is a hash of fifteen short fields (and a sorted set
+// while retry or send leases live), gone a minute after its last live
+// fact.
 package redisstore

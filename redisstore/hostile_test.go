@@ -127,23 +127,39 @@ func TestForgedNotices(t *testing.T) {
 	})
 	defer stop()
 
+	// A notice: v ds du np pu w n, then b e fu mi c ca cu s, then the
+	// lengths of the prober and the name.
+	const pace = " 0 0 0 0 0 0 0 0" // b … s, all zero
+	ahead := strconv.FormatInt(time.Now().Add(48*time.Hour).UnixMicro(), 10)
 	forged := []string{
-		"0 0 0 0 0 0 0 9223372036854775807 1\nx", // the issue's: lp+ln overflows
-		"0 0 0 0 0 0 0 1 9223372036854775807\nx",
-		"0 0 0 0 0 0 0 9223372036854775807 9223372036854775807\nx",
-		"0 0 0 0 0 0 0 2 -1\nxy",
-		"1 0 0 0 99999999999999999999 0 0 0 1\nx", // not an int64
-		"1 0 0 0 1e19 0 0 0 1\nx",                 // not an integer
-		"1 0 0 0 9999999999999999 0 0 0 1\nx",     // a time past maxMS
-		"1 0 0 0 0 0 -1 0 1\nx",                   // a negative count
-		"18014398509481984 0 0 0 0 0 0 0 1\nx",    // a version past 2^53
-		strconv.FormatInt(time.Now().Add(48*time.Hour).UnixMicro(), 10) + " 0 0 0 0 0 0 0 1\nx", // ahead of any clock
-		"1 0 0 0 0 0 0 0 0\n",                               // no name
-		"1 0 0 0 0 0 0 0 5\nx",                              // a name longer than the message
-		"1 0 0 0 0 0 0 0 1",                                 // no newline
-		"1 0 0 0 0 0 0 1\nx",                                // 8 fields
-		"1 0 0 0 0 0 0 0 1 1\nx",                            // 10 fields
-		"1 0 0 0 0 0 0 0 1\nx" + strings.Repeat("r", 1<<20), // a 1 MB reason
+		"0 0 0 0 0 0 0" + pace + " 9223372036854775807 1\nx", // the issue's: lp+ln overflows
+		"0 0 0 0 0 0 0" + pace + " 1 9223372036854775807\nx",
+		"0 0 0 0 0 0 0" + pace + " 9223372036854775807 9223372036854775807\nx",
+		"0 0 0 0 0 0 0" + pace + " 2 -1\nxy",
+		"1 0 0 0 99999999999999999999 0 0" + pace + " 0 1\nx",           // not an int64
+		"1 0 0 0 1e19 0 0" + pace + " 0 1\nx",                           // not an integer
+		"1 0 0 0 9999999999999999 0 0" + pace + " 0 1\nx",               // a time past maxMS
+		"1 0 0 0 0 0 -1" + pace + " 0 1\nx",                             // a negative count
+		"18014398509481984 0 0 0 0 0 0" + pace + " 0 1\nx",              // a version past 2^53
+		ahead + " 0 0 0 0 0 0" + pace + " 0 1\nx",                       // ahead of any clock
+		"1 0 0 0 0 0 0 1073741825 1000000 0 0 0 0 0 0 0 1\nx",           // a Burst past maxBurst
+		"1 0 0 0 0 0 0 1 -1000000 0 0 0 0 0 0 0 1\nx",                   // a negative Every
+		"1 0 0 0 0 0 0 1 1000000 9007199254740993 0 0 0 0 0 0 1\nx",     // a Full past 2^53 µs
+		"1 0 0 0 0 0 0 1 1000000 1e16 0 0 0 0 0 0 1\nx",                 // a Full not an integer
+		"1 0 0 0 0 0 0 0 0 0 8 2 0 0 0 0 1\nx",                          // Counted neither 0 nor 1
+		"1 0 0 0 0 0 0 0 0 0 1048577 0 0 0 0 0 1\nx",                    // a limit past maxCount
+		"1 0 0 0 0 0 0 0 0 0 8 1 nan 0 0 0 1\nx",                        // a CutAt not a number
+		"1 0 0 0 0 0 0 0 0 0 8 1 0 99999999999999999999 0 0 1\nx",       // a CapUntil not an int64
+		"1 0 0 0 0 0 0 0 0 0 0 0 0 0 -1 0 1\nx",                         // a negative InFlight
+		"1 0 0 0 0 0 0 0 0 0 0 0 0 0 1048577 0 1\nx",                    // an InFlight past maxCount
+		"1 0 0 0 0 0 0" + pace + " 0 0\n",                               // no name
+		"1 0 0 0 0 0 0" + pace + " 0 5\nx",                              // a name longer than the message
+		"1 0 0 0 0 0 0" + pace + " 0 1",                                 // no newline
+		"1 0 0 0 0 0 0 0 1\nx",                                          // the old format: 9 fields
+		"1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1\nx",                            // 16 fields
+		"1 0 0 0 0 0 0" + pace + " 0 1 1\nx",                            // 18 fields
+		"1 0 0 0 0 0 0" + pace + " 0 1\nx" + strings.Repeat("r", 1<<20), // a 1 MB reason
+		"1 0 0 0 0 0 0" + strings.Repeat(" 0", 400) + " 0 1\nx",         // a head past its bound
 		"",
 		"\x00\xff\xfe",
 	}
@@ -311,7 +327,7 @@ func TestPoisonedWait(t *testing.T) {
 		}
 	})
 	defer stop()
-	notice := clockVersion() + " 0 0 0 0 " + ms(wait) + " 0 0 " + strconv.Itoa(len(name)) + "\n" + name + "429 Too Many Requests"
+	notice := clockVersion() + " 0 0 0 0 " + ms(wait) + " 0 0 0 0 0 0 0 0 0 0 " + strconv.Itoa(len(name)) + "\n" + name + "429 Too Many Requests"
 	require.NoError(t, attacker.Publish(ctx, p+"changes", notice).Err())
 	select {
 	case <-heard:

@@ -28,13 +28,13 @@ func (s *Store) Key(host string, credential []byte) string {
 	return host + "#" + hex.EncodeToString(sum[:nameHashLen])
 }
 
-// keys returns the Redis keys of the provider key name: its facts (a hash)
-// and its retry leases (a sorted set of holders by lease end). Both carry
-// the name as their hash tag, so that a script touching them runs on one
-// Cluster slot.
+// keys returns the Redis keys of the provider key name: its facts (a
+// hash), its retry leases and its send leases (sorted sets of holders by
+// lease end). All carry the name as their hash tag, so that a script
+// touching them runs on one Cluster slot.
 func (s *Store) keys(name string) []string {
 	tag := s.opts.Prefix + "{" + name + "}:"
-	return []string{tag + "f", tag + "retries"}
+	return []string{tag + "f", tag + "retries", tag + "sends"}
 }
 
 // channel returns the channel the Store's changes are published on.

@@ -2,18 +2,25 @@ package redisstore
 
 import "github.com/redis/go-redis/v9"
 
-// The Lua scripts, one per Store operation. Each touches only the two
+// The Lua scripts, one per Store operation. Each touches only the three
 // Redis keys of one provider key (KEYS[1], its facts; KEYS[2], its retry
-// leases), which share a hash tag, so it runs atomically on one Cluster
-// slot. go-redis sends them with EVALSHA, and EVAL when the server does
-// not know them yet.
+// leases; KEYS[3], its send leases), which share a hash tag, so it runs
+// atomically on one Cluster slot. go-redis sends them with EVALSHA, and
+// EVAL when the server does not know them yet.
 //
 // Facts are a hash: v (the version), ds, du, np (down since, down until,
 // next probe), r (the reason), p, pu (the prober and its lease's end), w
-// (the server wait's end). Times are Unix milliseconds of the callers'
-// clocks, 0 for none; the scripts judge every fact by the caller's time
-// (at): a lapsed fact reads as zero. Retry leases are a sorted set of
-// holders scored by lease end.
+// (the server wait's end), b, e, fu (the pace: burst, every, full), mi, c,
+// ca, cu (the limit on calls in flight: the limit, counted 0 or 1, cut at,
+// cap until). Times are Unix milliseconds of the callers' clocks, 0 for
+// none, but for the pace's, which are microseconds (an Every of 6.7 ms,
+// 9,000 requests a minute, must not round to 6 or 7); the scripts judge
+// every fact by the caller's time (at): a lapsed fact reads as zero. Retry
+// and send leases are sorted sets of holders scored by lease end.
+//
+// Every script's ARGV begins with the horizon (ARGV[1], ms) and the
+// caller's time (ARGV[2], µs: at, the time in ms the scripts judge the
+// other facts by, is its floor).
 //
 // Versions come from the server's clock (TIME, in microseconds): a change
 // stores max(old + 1, now + 1); an answer that changed nothing carries the
@@ -26,26 +33,33 @@ import "github.com/redis/go-redis/v9"
 // of asking again at once (its gate would spin on Redis until the key
 // changes or a minute passes).
 //
-// A change sets both keys' expiry (PEXPIRE) to a minute past the last live
+// A change sets the keys' expiry (PEXPIRE) to a minute past the last live
 // fact, so Redis forgets a key a minute after its facts lapsed, and keeps
 // its version at least a minute after its last change; expiry is only
 // Redis's memory bound, never how a fact lapses. A change that other
 // processes must hear of is published on the channel (ARGV after the
 // operation's own) as one message:
 //
-//	"v ds du np pu w n len(p) len(name)\n" + p + name + r
+//	"v ds du np pu w n b e fu mi c ca cu s len(p) len(name)\n" + p + name + r
 //
-// Every answer is {v, ds, du, np, pu, w, n, p, r, granted, bad}: bad
-// counts the fields the script read as nothing — not a short digit string
-// (NaN, inf, 1e19, a negative), a time beyond the horizon (ARGV[1]: the
-// longest lifetime the Store's callers write, at least 10 minutes), a
-// version ahead of Redis's clock, an over-long prober or reason. A script
-// that read any writes the facts back as it read them. No expiry is set
-// beyond the horizon.
+// (n counts the live retry leases, s the live send leases). Every answer
+// is {v, ds, du, np, pu, w, n, p, r, granted, bad, b, e, fu, mi, c, ca,
+// cu, s, slot}: slot is TakeSend's instant (µs; 0 for none and for the
+// other operations), bad counts the fields the script read as nothing —
+// not a short digit string (NaN, inf, 1e19, a negative), a time beyond the
+// horizon (ARGV[1]: the longest lifetime the Store's callers write, at
+// least 10 minutes; a pace's Full, two horizons: the longest send lease
+// and the longest window), a version ahead of Redis's clock, an over-long
+// prober or reason, a count or an Every out of range, a Counted neither 0
+// nor 1. A script that read any writes the facts back as it read them.
+// No expiry is set beyond the horizon.
 const prelude = `
-local kf, kr = KEYS[1], KEYS[2]
+local kf, kr, ks = KEYS[1], KEYS[2], KEYS[3]
 local hold = 60000
 local horizon = tonumber(ARGV[1])
+local atus = tonumber(ARGV[2])
+local at = math.floor(atus / 1000)
+local maxBurst, maxCount = 1073741824, 1048576
 local bad = 0
 local function int(x) return string.format('%d', x) end
 local function clock()
@@ -66,6 +80,20 @@ local function when(x, at)
   if t > at + horizon then bad = bad + 1 return 0 end
   return t
 end
+local function upto(x, n)
+  local c = field(x)
+  if c > n then bad = bad + 1 return 0 end
+  return c
+end
+local function fullAt(x)
+  if not x then return 0 end
+  if digits(x, 16) then
+    local t = tonumber(x)
+    if t <= atus + 2000 * horizon then return t end
+  end
+  bad = bad + 1
+  return 0
+end
 local function text(x, n)
   if not x then return '' end
   if #x > n then bad = bad + 1 return '' end
@@ -80,17 +108,22 @@ local function version(x)
   bad = bad + 1
   return 0
 end
-local function live(at)
-  return redis.call('ZCOUNT', kr, '(' .. int(at), int(at + horizon))
+local function live(k, at)
+  return redis.call('ZCOUNT', k, '(' .. int(at), int(at + horizon))
 end
-local function load(at)
-  local h = redis.call('HMGET', kf, 'v', 'ds', 'du', 'np', 'r', 'p', 'pu', 'w')
+local function load()
+  local h = redis.call('HMGET', kf, 'v', 'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'b', 'e', 'fu', 'mi', 'c', 'ca', 'cu')
   local f = {sv = version(h[1]), ds = when(h[2], at), du = when(h[3], at), np = when(h[4], at),
-    r = text(h[5], 256), p = text(h[6], 64), pu = when(h[7], at), w = when(h[8], at)}
+    r = text(h[5], 256), p = text(h[6], 64), pu = when(h[7], at), w = when(h[8], at),
+    b = upto(h[9], maxBurst), e = upto(h[10], 1000 * horizon), fu = fullAt(h[11]),
+    mi = upto(h[12], maxCount), c = upto(h[13], 1), ca = when(h[14], at), cu = when(h[15], at)}
   if f.ds == 0 or at >= f.du then f.ds, f.du, f.np, f.r = 0, 0, 0, '' end
   if f.p == '' or at >= f.pu then f.p, f.pu = '', 0 end
   if at >= f.w then f.w = 0 end
-  f.n = live(at)
+  if f.e == 0 or atus >= f.fu then f.b, f.e, f.fu = 0, 0, 0 end
+  if f.mi == 0 or at >= f.cu then f.mi, f.c, f.ca, f.cu = 0, 0, 0, 0 end
+  f.n = live(kr, at)
+  f.s = live(ks, at)
   return f
 end
 local function copy(f)
@@ -98,49 +131,72 @@ local function copy(f)
   for k, v in pairs(f) do g[k] = v end
   return g
 end
-local function reply(f, v, granted)
-  return {v, f.ds, f.du, f.np, f.pu, f.w, f.n, f.p, f.r, granted and 1 or 0, bad}
+local names = {'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'n', 'b', 'e', 'fu', 'mi', 'c', 'ca', 'cu', 's'}
+local function same(f, g)
+  for _, k in ipairs(names) do
+    if f[k] ~= g[k] then return false end
+  end
+  return true
 end
-local function unchanged(f, granted)
-  if f.sv == 0 then return reply(f, clock(), granted) end
-  return reply(f, f.sv, granted)
+local function reply(f, v, granted, slot)
+  return {v, f.ds, f.du, f.np, f.pu, f.w, f.n, f.p, f.r, granted and 1 or 0, bad,
+    f.b, f.e, f.fu, f.mi, f.c, f.ca, f.cu, f.s, slot or 0}
+end
+local function unchanged(f, granted, slot)
+  if f.sv == 0 then return reply(f, clock(), granted, slot) end
+  return reply(f, f.sv, granted, slot)
 end
 local function keep(at, last)
-  local top = redis.call('ZREVRANGEBYSCORE', kr, int(at + horizon), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  if top[2] then last = math.max(last, tonumber(top[2])) end
+  for _, k in ipairs({kr, ks}) do
+    local top = redis.call('ZREVRANGEBYSCORE', k, int(at + horizon), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if top[2] then last = math.max(last, tonumber(top[2])) end
+  end
   local ttl = int(math.min(math.max(last - at, 0), horizon) + hold)
   redis.call('PEXPIRE', kf, ttl)
-  if redis.call('EXISTS', kr) == 1 then redis.call('PEXPIRE', kr, ttl) end
+  for _, k in ipairs({kr, ks}) do
+    if redis.call('EXISTS', k) == 1 then redis.call('PEXPIRE', k, ttl) end
+  end
 end
-local function finish(f, g, at, name, chan, announce, granted)
-  if g.ds == f.ds and g.du == f.du and g.np == f.np and g.r == f.r and g.p == f.p and
-      g.pu == f.pu and g.w == f.w and g.n == f.n and bad == 0 then
-    return unchanged(f, granted)
+local function lastOf(g)
+  return math.max(g.du, g.pu, g.w, math.ceil(g.fu / 1000), g.cu)
+end
+local function finish(f, g, at, name, chan, announce, granted, slot)
+  if same(f, g) and bad == 0 then
+    return unchanged(f, granted, slot)
   end
   local v = math.max(f.sv + 1, clock() + 1)
   redis.call('HSET', kf, 'v', int(v), 'ds', int(g.ds), 'du', int(g.du), 'np', int(g.np),
-    'r', g.r, 'p', g.p, 'pu', int(g.pu), 'w', int(g.w))
-  keep(at, math.max(g.du, g.pu, g.w))
+    'r', g.r, 'p', g.p, 'pu', int(g.pu), 'w', int(g.w), 'b', int(g.b), 'e', int(g.e), 'fu', int(g.fu),
+    'mi', int(g.mi), 'c', int(g.c), 'ca', int(g.ca), 'cu', int(g.cu))
+  keep(at, lastOf(g))
   if announce then
     redis.call('PUBLISH', chan, table.concat({int(v), int(g.ds), int(g.du), int(g.np), int(g.pu),
-      int(g.w), int(g.n), int(#g.p), int(#name)}, ' ') .. '\n' .. g.p .. name .. g.r)
+      int(g.w), int(g.n), int(g.b), int(g.e), int(g.fu), int(g.mi), int(g.c), int(g.ca), int(g.cu),
+      int(g.s), int(#g.p), int(#name)}, ' ') .. '\n' .. g.p .. name .. g.r)
   end
-  return reply(g, v, granted)
+  return reply(g, v, granted, slot)
+end
+local function sweep(k, at)
+  redis.call('ZREMRANGEBYSCORE', k, '-inf', int(at))
+  bad = bad + redis.call('ZREMRANGEBYSCORE', k, '(' .. int(at + horizon), '+inf')
 end
 `
 
-// loadScript: ARGV horizon, at.
+// loadScript: ARGV horizon, at (µs).
 var loadScript = redis.NewScript(prelude + `
-local f = load(tonumber(ARGV[2]))
+local f = load()
 return unchanged(f, false)
 `)
 
-// reportScript: ARGV horizon, at, evidence ("down", "up" or ""), reason,
-// down-for (ms), next probe, wait until, prober, name, channel.
+// reportScript: ARGV horizon, at (µs), evidence ("down", "up" or ""), reason,
+// down-for (ms), next probe, wait until, prober, burst, every (µs), full
+// (µs), max in flight, counted (0 or 1), cap until, name, channel.
 var reportScript = redis.NewScript(prelude + `
-local at, ev, reason, downFor = tonumber(ARGV[2]), ARGV[3], ARGV[4], tonumber(ARGV[5])
+local ev, reason, downFor = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local np, wait, prober = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
-local f = load(at)
+local burst, every, full = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local maxIn, counted, capUntil = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local f = load()
 local g = copy(f)
 local held = prober ~= '' and f.p == prober
 if held then g.p, g.pu = '', 0 end
@@ -152,15 +208,25 @@ elseif ev == 'up' then
 end
 if ev == 'down' or wait ~= 0 then g.r = reason end
 g.w = math.max(g.w, wait)
-return finish(f, g, at, ARGV[9], ARGV[10], true, false)
+if every > 0 then
+  if f.e == 0 then
+    g.b, g.e, g.fu = burst, every, full
+  else
+    g.fu, g.e, g.b = math.max(g.fu, full), math.max(g.e, every), math.min(g.b, burst)
+  end
+end
+if maxIn > 0 then
+  g.mi, g.c, g.ca, g.cu = maxIn, counted, at, math.max(g.cu, capUntil)
+end
+return finish(f, g, at, ARGV[15], ARGV[16], true, false)
 `)
 
-// takeProbeScript: ARGV horizon, at, holder, until, name, channel. A lease
+// takeProbeScript: ARGV horizon, at (µs), holder, until, name, channel. A lease
 // or a next probe further off than two of the caller's leases is none
 // this fleet wrote: it is read as none (the next probe as due).
 var takeProbeScript = redis.NewScript(prelude + `
-local at, holder, untl = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local f = load(at)
+local holder, untl = ARGV[3], tonumber(ARGV[4])
+local f = load()
 local far = untl + (untl - at)
 if f.pu > far then f.p, f.pu, bad = '', 0, bad + 1 end
 if f.np > far then f.np, bad = at, bad + 1 end
@@ -171,30 +237,56 @@ g.du = math.max(g.du, untl)
 return finish(f, g, at, ARGV[5], ARGV[6], true, true)
 `)
 
-// takeRetryScript: ARGV horizon, at, holder, until, limit, name, channel.
+// takeRetryScript: ARGV horizon, at (µs), holder, until, limit, name, channel.
 // Changes to retry leases alone are not announced; leases beyond the
 // horizon are none this fleet took, and are removed.
 var takeRetryScript = redis.NewScript(prelude + `
-local at, holder, untl, limit = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-redis.call('ZREMRANGEBYSCORE', kr, '-inf', int(at))
-bad = bad + redis.call('ZREMRANGEBYSCORE', kr, '(' .. int(at + horizon), '+inf')
-local f = load(at)
+local holder, untl, limit = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+sweep(kr, at)
+local f = load()
 if f.n >= limit then return unchanged(f, false) end
 redis.call('ZADD', kr, int(untl), holder)
 local g = copy(f)
-g.n = live(at)
-keep(at, math.max(g.du, g.pu, g.w))
+g.n = live(kr, at)
+keep(at, lastOf(g))
 return finish(f, g, at, ARGV[6], ARGV[7], false, true)
 `)
 
-// releaseScript: ARGV horizon, now, holder, name, channel. Ending a probe
-// lease is announced, ending a retry lease alone is not.
+// takeSendScript: ARGV horizon, at (µs), holder, until (µs), limit, name,
+// channel. The slot is reckoned in microseconds, the lease and every other
+// fact in milliseconds. A grant is not announced (a change to Full and a
+// new send lease: calls elsewhere wait for no such change); a Full past
+// two horizons is none this fleet would write, so a grant moves it no
+// further. Send leases beyond the horizon are removed, like retry leases.
+var takeSendScript = redis.NewScript(prelude + `
+local holder, untlus, limit = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local untl = math.floor(untlus / 1000)
+sweep(ks, at)
+local f = load()
+local slot = atus
+if f.e > 0 then slot = math.max(atus, f.fu - (f.b - 1) * f.e) end
+if slot > untlus then return unchanged(f, false, slot) end
+if limit > 0 and f.s >= limit then return unchanged(f, false, 0) end
+local g = copy(f)
+if f.e > 0 then g.fu = math.min(math.max(g.fu, slot) + g.e, atus + 2000 * horizon) end
+if limit > 0 then
+  redis.call('ZADD', ks, int(untl), holder)
+  g.s = live(ks, at)
+end
+keep(at, lastOf(g))
+return finish(f, g, at, ARGV[6], ARGV[7], false, true, slot)
+`)
+
+// releaseScript: ARGV horizon, now (µs), holder, name, channel. Ending a probe
+// lease or a send lease is announced (calls elsewhere may wait for a send
+// lease to end), ending a retry lease alone is not.
 var releaseScript = redis.NewScript(prelude + `
-local now, holder = tonumber(ARGV[2]), ARGV[3]
-local f = load(now)
+local holder = ARGV[3]
+local f = load()
 local g = copy(f)
 local announce = false
 if f.p ~= '' and f.p == holder then g.p, g.pu, announce = '', 0, true end
-if redis.call('ZREM', kr, holder) == 1 then g.n = live(now) end
-return finish(f, g, now, ARGV[4], ARGV[5], announce, false)
+if redis.call('ZREM', kr, holder) == 1 then g.n = live(kr, at) end
+if redis.call('ZREM', ks, holder) == 1 then g.s, announce = live(ks, at), true end
+return finish(f, g, at, ARGV[4], ARGV[5], announce, false)
 `)

@@ -166,7 +166,7 @@ var _ llmretry.Store = (*Store)(nil)
 
 // Load returns key's facts at now.
 func (s *Store) Load(ctx context.Context, key string, now time.Time) (llmretry.Facts, error) {
-	f, _, err := s.run(ctx, "load", loadScript, key, ms(now))
+	f, _, _, err := s.run(ctx, "load", loadScript, key, us(now))
 	return f, err
 }
 
@@ -183,27 +183,56 @@ func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmr
 	if !r.WaitUntil.IsZero() {
 		s.lifetime(r.WaitUntil.Sub(r.At))
 	}
-	f, _, err := s.run(ctx, "report", reportScript, key, ms(r.At), ev, r.Reason, r.DownFor.Milliseconds(),
-		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, key, s.channel())
+	// A pace or a limit the scripts would read back as malformed is
+	// written as the nearest they would not.
+	var burst, every, full int64
+	if r.Every > 0 {
+		burst, every, full = min(max(int64(r.Burst), 0), maxBurst), max(r.Every.Microseconds(), 1), us(r.Full)
+		s.lifetime(r.Every)
+		s.lifetime(r.Full.Sub(r.At))
+	}
+	var maxIn, counted, capUntil int64
+	if r.MaxInFlight > 0 {
+		maxIn, capUntil = min(int64(r.MaxInFlight), maxCount), ms(r.CapUntil)
+		if r.Counted {
+			counted = 1
+		}
+		s.lifetime(r.CapUntil.Sub(r.At))
+	}
+	f, _, _, err := s.run(ctx, "report", reportScript, key, us(r.At), ev, r.Reason, r.DownFor.Milliseconds(),
+		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, burst, every, full, maxIn, counted, capUntil, key, s.channel())
 	return f, err
 }
 
 // TakeProbe asks for key's probe lease (see llmretry.Store).
 func (s *Store) TakeProbe(ctx context.Context, key string, l llmretry.Lease) (llmretry.Facts, bool, error) {
 	s.lifetime(l.Until.Sub(l.At))
-	return s.run(ctx, "take probe", takeProbeScript, key, ms(l.At), l.Holder, ms(l.Until), key, s.channel())
+	f, ok, _, err := s.run(ctx, "take probe", takeProbeScript, key, us(l.At), l.Holder, ms(l.Until), key, s.channel())
+	return f, ok, err
 }
 
 // TakeRetry asks for one of key's retry leases, of which at most limit may
 // be live (see llmretry.Store).
 func (s *Store) TakeRetry(ctx context.Context, key string, l llmretry.Lease, limit int) (llmretry.Facts, bool, error) {
 	s.lifetime(l.Until.Sub(l.At))
-	return s.run(ctx, "take retry", takeRetryScript, key, ms(l.At), l.Holder, ms(l.Until), limit, key, s.channel())
+	f, ok, _, err := s.run(ctx, "take retry", takeRetryScript, key, us(l.At), l.Holder, ms(l.Until), limit, key, s.channel())
+	return f, ok, err
+}
+
+// TakeSend asks for the next send of a paced key, or for one of the send
+// leases of a key whose calls in flight are limited to limit (0: not
+// limited); it returns the instant the send may go, and whether it was
+// granted (see llmretry.Store). The slot is reckoned in microseconds. A
+// grant is not announced; the end of a send lease (Release) is.
+func (s *Store) TakeSend(ctx context.Context, key string, l llmretry.Lease, limit int) (llmretry.Facts, time.Time, bool, error) {
+	s.lifetime(l.Until.Sub(l.At))
+	f, ok, slot, err := s.run(ctx, "take send", takeSendScript, key, us(l.At), l.Holder, us(l.Until), max(limit, 0), key, s.channel())
+	return f, slot, ok, err
 }
 
 // Release ends any lease holder holds on key.
 func (s *Store) Release(ctx context.Context, key, holder string, now time.Time) (llmretry.Facts, error) {
-	f, _, err := s.run(ctx, "release", releaseScript, key, ms(now), holder, key, s.channel())
+	f, _, _, err := s.run(ctx, "release", releaseScript, key, us(now), holder, key, s.channel())
 	return f, err
 }
 
@@ -217,14 +246,14 @@ type result struct {
 // (the script runs on a goroutine of its own, so that a client that does
 // not honour its context's deadline cannot hold the caller longer), and
 // decodes its answer. Failures are logged when they begin and end.
-func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name string, args ...any) (llmretry.Facts, bool, error) {
+func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name string, args ...any) (llmretry.Facts, bool, time.Time, error) {
 	if err := ctx.Err(); err != nil {
-		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, err)
+		return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return llmretry.Facts{}, false, errClosed
+		return llmretry.Facts{}, false, time.Time{}, errClosed
 	}
 	s.calls.Add(1)
 	s.mu.Unlock()
@@ -252,32 +281,31 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name strin
 	}
 	if res.err != nil && ctx.Err() != nil {
 		// The caller's context ended: not Redis's failure.
-		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, ctx.Err())
+		return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, ctx.Err())
 	}
-	var f llmretry.Facts
-	var granted bool
+	var a answer
 	if res.err == nil {
-		var bad uint64
-		f, granted, bad, res.err = decode(res.v)
+		a, res.err = decode(res.v)
+		bad := a.bad
 		if res.err != nil {
 			bad = 1
 		}
 		s.dropped(bad, "a key's facts")
 		if res.err != nil {
 			// Malformed: this key's trouble, not Redis's.
-			return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, res.err)
+			return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, res.err)
 		}
 	}
 	if res.err != nil && !s.wide(res.err) {
 		// One key's trouble (its data, its slot): logged, not Redis's health.
 		s.keyFailed(res.err)
-		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w", op, res.err)
+		return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, res.err)
 	}
 	s.health(seq, res.err)
 	if res.err != nil {
-		return llmretry.Facts{}, false, fmt.Errorf("redisstore: %s: %w: %w", op, llmretry.ErrStoreUnreachable, res.err)
+		return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w: %w", op, llmretry.ErrStoreUnreachable, res.err)
 	}
-	return f, granted, nil
+	return a.f, a.granted, a.slot, nil
 }
 
 // health logs a change between failing and succeeding Redis calls: once
@@ -320,57 +348,109 @@ func fromMS(n int64) time.Time {
 	return time.UnixMilli(n)
 }
 
-// decode reads a script's answer: {v, ds, du, np, pu, w, n, p, r,
-// granted, bad}, bad counting the fields of the key's facts the script
-// read as nothing (malformed, or beyond the horizon). It never panics,
-// whatever v holds (FuzzDecodeAnswer).
-func decode(v []any) (f llmretry.Facts, granted bool, bad uint64, err error) {
-	if len(v) != 11 {
-		return llmretry.Facts{}, false, 0, fmt.Errorf("a script answered %d values, not 11", len(v))
+// us returns t in Unix microseconds, 0 for the zero time.
+func us(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
-	var n [7]int64
-	for i := range n {
-		x, ok := v[i].(int64)
+	return t.UnixMicro()
+}
+
+// fromUS is us's inverse.
+func fromUS(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(n)
+}
+
+// answer is a script's answer, decoded.
+type answer struct {
+	f       llmretry.Facts
+	granted bool
+	slot    time.Time // TakeSend's instant; zero for none
+	bad     uint64    // fields of the key's facts read as nothing
+}
+
+// answerLen is how many values a script answers: {v, ds, du, np, pu, w,
+// n, p, r, granted, bad, b, e, fu, mi, c, ca, cu, s, slot}.
+const answerLen = 20
+
+// decode reads a script's answer (answerLen values), bad counting the
+// fields of the key's facts the script read as nothing (malformed, or
+// beyond the horizon). It never panics, whatever v holds
+// (FuzzDecodeAnswer).
+func decode(v []any) (answer, error) {
+	if len(v) != answerLen {
+		return answer{}, fmt.Errorf("a script answered %d values, not %d", len(v), answerLen)
+	}
+	// The numbers in the order facts takes them (a notice's): v, ds, du,
+	// np, pu, w, n, then b, e, fu, mi, c, ca, cu, s; and the slot.
+	var n [numFacts]int64
+	idx := [numFacts + 1]int{0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 19}
+	var slot int64
+	for i, j := range idx {
+		x, ok := v[j].(int64)
 		if !ok {
-			return llmretry.Facts{}, false, 0, fmt.Errorf("a script answered %T for value %d", v[i], i)
+			return answer{}, fmt.Errorf("a script answered %T for value %d", v[j], j)
 		}
-		n[i] = x
+		if i == numFacts {
+			slot = x
+		} else {
+			n[i] = x
+		}
 	}
 	prober, ok1 := v[7].(string)
 	reason, ok2 := v[8].(string)
 	g, ok3 := v[9].(int64)
 	b, ok4 := v[10].(int64)
 	if !ok1 || !ok2 || !ok3 || !ok4 || g < 0 || g > 1 || b < 0 {
-		return llmretry.Facts{}, false, 0, errors.New("a script answered a value of the wrong type")
+		return answer{}, errors.New("a script answered a value of the wrong type")
 	}
 	f, ok := facts(n, prober, reason)
-	if !ok {
-		return llmretry.Facts{}, false, 0, errors.New("a script answered a value out of range")
+	if !ok || slot < 0 || slot > maxUS {
+		return answer{}, errors.New("a script answered a value out of range")
 	}
-	return f, g == 1, uint64(b), nil
+	return answer{f: f, granted: g == 1, slot: fromUS(slot), bad: uint64(b)}, nil
 }
 
-// facts builds Facts from their encoded numbers (v, ds, du, np, pu, w, n)
+// numFacts is how many numbers encode Facts: v, ds, du, np, pu, w, n, b,
+// e, fu, mi, c, ca, cu, s.
+const numFacts = 15
+
+// facts builds Facts from their encoded numbers (v, ds, du, np, pu, w, n,
+// b, e, fu, mi, c, ca, cu, s: times in ms but the pace's e and fu, in µs)
 // and strings, and reports whether each is in range.
-func facts(n [7]int64, prober, reason string) (llmretry.Facts, bool) {
-	if n[0] < 0 || n[0] > maxVersion || n[6] < 0 || n[6] > maxRetries || len(prober) > maxProber || len(reason) > maxReason {
+func facts(n [numFacts]int64, prober, reason string) (llmretry.Facts, bool) {
+	if len(prober) > maxProber || len(reason) > maxReason {
 		return llmretry.Facts{}, false
 	}
-	for _, t := range n[1:6] {
-		if t < 0 || t > maxMS {
+	// The largest value of each number.
+	limits := [numFacts]int64{maxVersion, maxMS, maxMS, maxMS, maxMS, maxMS, maxRetries,
+		maxBurst, maxMS, maxUS, maxCount, 1, maxMS, maxMS, maxCount}
+	for i, x := range n {
+		if x < 0 || x > limits[i] {
 			return llmretry.Facts{}, false
 		}
 	}
 	return llmretry.Facts{
-		Version:    uint64(n[0]),
-		DownSince:  fromMS(n[1]),
-		DownUntil:  fromMS(n[2]),
-		NextProbe:  fromMS(n[3]),
-		ProbeUntil: fromMS(n[4]),
-		WaitUntil:  fromMS(n[5]),
-		Retries:    int(n[6]),
-		Prober:     prober,
-		Reason:     reason,
+		Version:     uint64(n[0]),
+		DownSince:   fromMS(n[1]),
+		DownUntil:   fromMS(n[2]),
+		NextProbe:   fromMS(n[3]),
+		ProbeUntil:  fromMS(n[4]),
+		WaitUntil:   fromMS(n[5]),
+		Retries:     int(n[6]),
+		Prober:      prober,
+		Reason:      reason,
+		Burst:       int(n[7]),
+		Every:       time.Duration(n[8]) * time.Microsecond,
+		Full:        fromUS(n[9]),
+		MaxInFlight: int(n[10]),
+		Counted:     n[11] == 1,
+		CutAt:       fromMS(n[12]),
+		CapUntil:    fromMS(n[13]),
+		InFlight:    int(n[14]),
 	}, true
 }
 

@@ -255,23 +255,36 @@ const (
 	maxReason = 256
 	// maxRetries bounds the count of live retry leases.
 	maxRetries = 1 << 20
+	// maxUS is the largest time, in Unix microseconds, a Store accepts
+	// for a pace's Full (the year 2255): exact in a Lua number (2^53).
+	maxUS = 1 << 53
+	// maxBurst bounds a pace's Burst (far above any provider's request
+	// limit); maxCount a limit on calls in flight and the count of live
+	// send leases. The scripts hold the same bounds.
+	maxBurst = 1 << 30
+	maxCount = 1 << 20
 )
 
+// maxHead bounds a notice's first line: 17 numbers of at most 19 digits,
+// and their spaces.
+const maxHead = 400
+
 // decodeNotice reads a published change (see scripts.go):
-// "v ds du np pu w n len(p) len(name)\n" + p + name + r. Anything else —
+// "v ds du np pu w n b e fu mi c ca cu s len(p) len(name)\n" + p + name +
+// r. Anything else —
 // a field that is not a number in range, lengths that do not fit the
 // message, an empty name — is not a notice: ok is false. It never panics,
 // whatever msg holds (FuzzDecodeNotice).
 func decodeNotice(msg string) (name string, f llmretry.Facts, ok bool) {
 	head, rest, found := strings.Cut(msg, "\n")
-	if !found || len(head) > 200 {
+	if !found || len(head) > maxHead {
 		return "", llmretry.Facts{}, false
 	}
 	fields := strings.Fields(head)
-	if len(fields) != 9 {
+	if len(fields) != numFacts+2 {
 		return "", llmretry.Facts{}, false
 	}
-	var n [9]int64
+	var n [numFacts + 2]int64
 	for i, field := range fields {
 		x, err := strconv.ParseInt(field, 10, 64)
 		if err != nil || x < 0 {
@@ -279,7 +292,7 @@ func decodeNotice(msg string) (name string, f llmretry.Facts, ok bool) {
 		}
 		n[i] = x
 	}
-	lp, ln := n[7], n[8]
+	lp, ln := n[numFacts], n[numFacts+1]
 	// Compared one at a time, never summed: a sum may overflow.
 	if lp > maxProber || ln == 0 || ln > maxName || lp > int64(len(rest)) || ln > int64(len(rest))-lp {
 		return "", llmretry.Facts{}, false
@@ -288,6 +301,6 @@ func decodeNotice(msg string) (name string, f llmretry.Facts, ok bool) {
 	if len(reason) > maxReason {
 		return "", llmretry.Facts{}, false
 	}
-	f, ok = facts([7]int64(n[:7]), prober, reason)
+	f, ok = facts([numFacts]int64(n[:numFacts]), prober, reason)
 	return name, f, ok
 }
