@@ -743,3 +743,73 @@ func TestCloseBlackHole(t *testing.T) {
 		})
 	}
 }
+
+// A key's pace, limit and send leases rewritten with what no Store
+// writes — garbage, a Full ten years off or past 2^53 µs, a Burst past
+// its bound, Counted 2, a send lease ten years long — against a real
+// redis-server: every operation answers within Timeout with facts in
+// range, counts what it dropped, and the next script writes the key back
+// clean; the key's TTL stays within the horizon.
+func TestPoisonedPace(t *testing.T) {
+	srv := startRedis(t)
+	p := prefix(t)
+	st := newStore(t, boundedClient(t, srv.Addr), redisstore.Options{Prefix: p})
+	attacker := newClient(t, srv.Addr)
+	ctx := context.Background()
+	now := time.Now()
+	us := func(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
+	for _, tc := range []struct {
+		name   string
+		fields []any
+		sends  []redis.Z // forged send leases
+	}{
+		{"garbage", []any{"b", "nan", "e", "-1", "fu", "1e400", "mi", "inf", "c", "x", "ca", "-inf", "cu", strings.Repeat("9", 1<<16)}, nil},
+		{"a Full ten years off", []any{"b", "1", "e", "1000000", "fu", us(now.Add(tenYears))}, nil},
+		{"a Full past 2^53 µs", []any{"b", "1", "e", "1000000", "fu", "9007199254740993"}, nil},
+		{"an Every ten years long", []any{"b", "1", "e", strconv.FormatInt(int64(tenYears/time.Microsecond), 10), "fu", us(now.Add(time.Minute))}, nil},
+		{"a Burst past its bound", []any{"b", "1073741825", "e", "1000", "fu", us(now.Add(time.Second))}, nil},
+		{"a limit past its bound, Counted 2", []any{"mi", "1048577", "c", "2", "ca", ms(now), "cu", ms(now.Add(time.Minute))}, nil},
+		{"a limit ten years long", []any{"mi", "1", "c", "1", "ca", ms(now), "cu", ms(now.Add(tenYears))}, nil},
+		{"a send lease ten years long", []any{"v", clockVersion()}, []redis.Z{{Score: float64(now.Add(tenYears).UnixMilli()), Member: "evil"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "api.poison.test#" + strings.ReplaceAll(tc.name, " ", "-")
+			hash := hashOf(p, name)
+			require.NoError(t, attacker.HSet(ctx, hash, append([]any{"v", clockVersion()}, tc.fields...)...).Err())
+			if tc.sends != nil {
+				require.NoError(t, attacker.ZAdd(ctx, p+"{"+name+"}:sends", tc.sends...).Err())
+			}
+			before := st.Malformed()
+			at := time.Now()
+			inRange := func(op string, f llmretry.Facts) {
+				t.Helper()
+				assert.False(t, f.Paced(at) && f.Full.After(at.Add(2*10*time.Minute)), "%s: a Full %v off", op, f.Full.Sub(at))
+				assert.LessOrEqual(t, f.Every, 10*time.Minute, "%s: Every", op)
+				assert.False(t, f.Capped(at) && f.CapUntil.After(at.Add(10*time.Minute)), "%s: a limit %v long", op, f.CapUntil.Sub(at))
+				assert.LessOrEqual(t, f.InFlight, 0, "%s: a forged send lease counted", op)
+				assert.True(t, f.Burst >= 0 && f.MaxInFlight >= 0, "%s: %+v", op, f)
+			}
+			within(t, 2*time.Second, "the operations", func() {
+				f, err := st.Load(ctx, name, at)
+				require.NoError(t, err)
+				inRange("Load", f)
+				f, slot, ok, err := st.TakeSend(ctx, name, llmretry.Lease{Holder: "h", At: at, Until: at.Add(5 * time.Second)}, 0)
+				require.NoError(t, err)
+				inRange("TakeSend", f)
+				assert.True(t, !ok || !slot.After(at.Add(5*time.Second)), "a slot granted after Until")
+				f, err = st.Report(ctx, name, llmretry.Report{At: at, Evidence: llmretry.ProviderUp})
+				require.NoError(t, err)
+				inRange("Report", f)
+			})
+			assert.Greater(t, st.Malformed(), before, "nothing counted as malformed")
+			// Written back clean: nothing left for the next script to drop.
+			after := st.Malformed()
+			_, err := st.Load(ctx, name, at)
+			require.NoError(t, err)
+			assert.Equal(t, after, st.Malformed(), "the poison outlived a script that read it")
+			ttl, err := attacker.PTTL(ctx, hash).Result()
+			require.NoError(t, err)
+			assert.LessOrEqual(t, ttl, 11*time.Minute, "the Store set the poisoned hash's TTL to %v", ttl)
+		})
+	}
+}

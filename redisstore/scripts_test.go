@@ -51,6 +51,57 @@ func TestExpiry(t *testing.T) {
 	}
 }
 
+// A pace, a limit on calls in flight and send leases keep a key as long
+// as they live, and a minute more; no longer.
+func TestExpiryPace(t *testing.T) {
+	m := miniredis.RunT(t)
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:"})
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	key := st.Key("api.example.com", []byte("k"))
+	hash, sends := "x:{"+key+"}:f", "x:{"+key+"}:sends"
+	for _, step := range []struct {
+		name     string
+		do       func() error
+		hashTTL  time.Duration
+		sendsTTL time.Duration // 0: no such key
+	}{
+		{"a pace full at +20 s", func() error {
+			_, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderUp, Burst: 10, Every: 2 * time.Second, Full: now.Add(20 * time.Second)})
+			return err
+		}, 80 * time.Second, 0},
+		{"a limit until +30 s", func() error {
+			_, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderUp, MaxInFlight: 4, CapUntil: now.Add(30 * time.Second)})
+			return err
+		}, 90 * time.Second, 0},
+		{"a send lease until +2 min", func() error {
+			_, _, ok, err := st.TakeSend(ctx, key, llmretry.Lease{Holder: "s", At: now, Until: now.Add(2 * time.Minute)}, 4)
+			if err == nil && !ok {
+				t.Error("the send was not granted")
+			}
+			return err
+		}, 3 * time.Minute, 3 * time.Minute},
+		{"its release", func() error {
+			_, err := st.Release(ctx, key, "s", now)
+			return err
+		}, 90 * time.Second, 0},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if ttl := m.TTL(hash); ttl != step.hashTTL {
+			t.Errorf("after %s the facts' hash expires in %v, want %v", step.name, ttl, step.hashTTL)
+		}
+		if ttl := m.TTL(sends); m.Exists(sends) && ttl != step.sendsTTL || !m.Exists(sends) && step.sendsTTL != 0 {
+			t.Errorf("after %s the send leases expire in %v (exist: %v), want %v", step.name, ttl, m.Exists(sends), step.sendsTTL)
+		}
+	}
+	m.FastForward(91 * time.Second)
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("Redis still holds %q", keys)
+	}
+}
+
 // A dump of Redis after an outage holds no credential: names carry the
 // host and a keyed hash, values the facts and the failure's kind.
 func TestNoCredentialInRedis(t *testing.T) {
