@@ -106,7 +106,7 @@ type keyState struct {
 	sending inflight     // attempts in flight (sent, no result yet); never closed
 	leased  atomic.Int32 // of those, the ones holding a send lease
 	cost    atomic.Int64 // tokens one request is known to take (0: unknown)
-	woken atomic.Int64 // held calls woken, ever: what a change costs
+	woken   atomic.Int64 // held calls woken, ever: what a change costs
 
 	mu      sync.Mutex // guards waiters and cand
 	waiters []*waiter  // calls held at the gate

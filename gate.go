@@ -137,8 +137,8 @@ func (cc *coordCall) end(ctx context.Context) {
 // left and since rank it for the probe; the key's mu guards its place in
 // the list.
 type waiter struct {
-	wake  chan struct{} // one slot: a wake-up is never lost, never blocks
-	left  int           // attempts it may still send
+	wake   chan struct{} // one slot: a wake-up is never lost, never blocks
+	left   int           // attempts it may still send
 	since  time.Time     // when it was first held
 	gate   gate          // what holds it; under the key's mu
 	roomed bool          // woken for room and not yet back at the gate; under the key's mu
@@ -261,13 +261,13 @@ func (k *keyState) wakeBudget() {
 type gate int
 
 const (
-	gateOpen   gate = iota // send
-	gateProbe              // send, as the probe, if the lease is granted
-	gateDown               // hold: the key is down
-	gateWait               // hold: the server's wait is not over
-	gateBudget             // hold: the retry budget is spent
-	gatePace               // send at the slot the key's pace grants, or hold
-	gateInFlight           // hold: the key's calls in flight are at its limit
+	gateOpen     gate = iota // send
+	gateProbe                // send, as the probe, if the lease is granted
+	gateDown                 // hold: the key is down
+	gateWait                 // hold: the server's wait is not over
+	gateBudget               // hold: the retry budget is spent
+	gatePace                 // send at the slot the key's pace grants, or hold
+	gateInFlight             // hold: the key's calls in flight are at its limit
 )
 
 // admit holds the call's next attempt (number n; retry: not its first)
