@@ -38,6 +38,7 @@ type coordCall struct {
 	leased    bool      // the latest attempt went under a send lease
 	sentAt    time.Time // when the latest attempt went
 	sending   int       // its stripe of the key's count of attempts in flight
+	counted   bool      // the latest attempt is counted in flight (begun, not ended)
 	notBefore time.Time // the call's own server wait: its next attempt goes no sooner
 }
 
@@ -60,6 +61,11 @@ func (co *coordinator) join(req *http.Request, p *Policy) *coordCall {
 // leave ends the call's part: it releases what it still holds (a probe
 // sent without a result, after a panic say) and leaves the key.
 func (cc *coordCall) leave() {
+	if cc.counted {
+		// Its base panicked: the attempt is over all the same.
+		cc.counted = false
+		cc.k.sending.leave(cc.sending)
+	}
 	if cc.probe != "" || cc.retry != "" || cc.send != "" {
 		if cc.send != "" {
 			cc.k.leased.Add(-1)
@@ -85,6 +91,9 @@ func (cc *coordCall) admitFirst(ctx context.Context) error {
 	if cc.k.quiet() && !cc.co.stale(cc.k) {
 		return nil
 	}
+	if !cc.co.stale(cc.k) && cc.k.facts(time.Now()) == (Facts{}) {
+		return nil // its facts lapsed: quiet again, with no store call
+	}
 	cc.co.refresh(ctx, cc.k)
 	if cc.k.quiet() {
 		return nil
@@ -108,13 +117,14 @@ func (cc *coordCall) answered(ctx context.Context, resp *http.Response) {
 // begin counts an attempt about to be sent on the key.
 func (cc *coordCall) begin() {
 	cc.sending, _ = cc.k.sending.enter()
-	cc.sentAt = time.Now()
+	cc.sentAt, cc.counted = time.Now(), true
 }
 
 // end counts the attempt begun last as over (its result is in), ends its
 // send lease, if any, and lets a call waiting for room go.
 func (cc *coordCall) end(ctx context.Context) {
 	cc.k.sending.leave(cc.sending)
+	cc.counted = false
 	cc.leased = cc.send != ""
 	if !cc.leased {
 		if !cc.k.quiet() {
