@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -120,9 +121,17 @@ func (cc *coordCall) begin() {
 	cc.sentAt, cc.counted = time.Now(), true
 }
 
-// end counts the attempt begun last as over (its result is in), ends its
-// send lease, if any, and lets a call waiting for room go.
-func (cc *coordCall) end(ctx context.Context) {
+// end counts the attempt begun last as over (its result, resp or nil, is
+// in), ends its send lease, if any, and lets a call waiting for room go. A
+// stream sent under a send lease stays in flight until its body is done
+// (read to its end, failed or closed): a provider counts its connection
+// until its last byte.
+func (cc *coordCall) end(ctx context.Context, resp *http.Response) {
+	if cc.send != "" && resp != nil && isEventStream(resp) {
+		resp.Body = &leasedBody{ReadCloser: resp.Body, ctx: context.WithoutCancel(ctx), co: cc.co, k: cc.k, holder: cc.send, stripe: cc.sending}
+		cc.send, cc.counted, cc.leased = "", false, true
+		return
+	}
 	cc.k.sending.leave(cc.sending)
 	cc.counted = false
 	cc.leased = cc.send != ""
@@ -134,13 +143,55 @@ func (cc *coordCall) end(ctx context.Context) {
 	}
 	holder := cc.send
 	cc.send = ""
-	cc.k.leased.Add(-1)
+	cc.co.release(ctx, cc.k, holder)
+}
+
+// release ends the send lease holder held on k, and lets a call waiting
+// for room go.
+func (co *coordinator) release(ctx context.Context, k *keyState, holder string) {
+	k.leased.Add(-1)
 	now := time.Now()
-	cc.co.use(ctx, cc.k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
-		f, err := s.Release(ctx, cc.k.name, holder, now)
+	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		f, err := s.Release(ctx, k.name, holder, now)
 		return f, true, err
 	})
-	cc.k.wakeRoom(1)
+	k.wakeRoom(1)
+}
+
+// leasedBody is the body of a stream sent under a send lease: the attempt
+// stays counted in flight, and its lease held, until the body is done.
+type leasedBody struct {
+	io.ReadCloser
+	ctx    context.Context // the call's values, without its cancellation
+	co     *coordinator
+	k      *keyState
+	holder string
+	stripe int
+	done   atomic.Bool
+}
+
+// Read reads the stream; its end or failure ends the lease.
+func (b *leasedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.finish()
+	}
+	return n, err
+}
+
+// Close closes the stream and ends the lease.
+func (b *leasedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.finish()
+	return err
+}
+
+// finish ends the lease, once.
+func (b *leasedBody) finish() {
+	if b.done.CompareAndSwap(false, true) {
+		b.k.sending.leave(b.stripe)
+		b.co.release(b.ctx, b.k, b.holder)
+	}
 }
 
 // waiter is a call held at its key's gate, as the key's list sees it.

@@ -611,3 +611,54 @@ func TestCoordinatedBasePanicEndsItsAttempt(t *testing.T) {
 	})
 	assert.Equal(t, 1, n)
 }
+
+// Under a limit on calls in flight, a stream stays in flight until its
+// body is done: with a limit of 1, the second call waits (HoldInFlight)
+// until the first one's stream is closed, then goes at once.
+func TestCoordinatedStreamHoldsItsSlotUntilClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Duration
+		start := time.Now()
+		var mu sync.Mutex
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent = append(sent, time.Since(start))
+			mu.Unlock()
+			return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"text/event-stream"}},
+				Body: io.NopCloser(strings.NewReader("data: {}\n\n")), ContentLength: -1, Request: req}, nil
+		})
+		store := NewMemoryStore()
+		var h holds
+		rt, err := NewCoordinated(base, Policy{OnHold: h.on}, Coordination{Store: store})
+		require.NoError(t, err)
+		req := mustRequest(t, context.Background())
+		_, err = store.Report(context.Background(), store.Key(req.URL.Host, credential(req)),
+			Report{At: time.Now(), Evidence: ProviderUp, MaxInFlight: 1, Grow: time.Hour, CapUntil: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+
+		first, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		done := make(chan *http.Response)
+		go func() {
+			resp, err := rt.RoundTrip(mustRequest(t, context.Background()))
+			assert.NoError(t, err)
+			done <- resp
+		}()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		assert.Len(t, sent, 1, "the second call waits while the first stream is open")
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, first.Body) // read to its end: done
+		second := <-done
+		second.Body.Close()
+		first.Body.Close()
+		mu.Lock()
+		assert.Equal(t, []time.Duration{0, 10 * time.Second}, sent, "sent once the first was done")
+		mu.Unlock()
+		h.mu.Lock()
+		require.NotEmpty(t, h.all)
+		assert.Equal(t, HoldInFlight, h.all[0].Reason)
+		h.mu.Unlock()
+	})
+}

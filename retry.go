@@ -132,7 +132,7 @@ func (c *call) send() {
 	}
 	c.resp, c.err = c.p.roundTrip(c.base, out)
 	if c.co != nil {
-		c.co.end(c.f.Context)
+		c.co.end(c.f.Context, c.resp)
 	}
 	c.fault, c.event = false, nil
 	if c.err == nil && c.p.guardsOpening(c.resp) {

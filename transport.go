@@ -155,7 +155,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := p.roundTrip(base, out)
 	if cc != nil {
-		cc.end(ctx)
+		cc.end(ctx, resp)
 	}
 	var ev *firstEvent
 	if err == nil && p.guardsOpening(resp) {
