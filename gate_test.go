@@ -662,3 +662,42 @@ func TestCoordinatedStreamHoldsItsSlotUntilClosed(t *testing.T) {
 		h.mu.Unlock()
 	})
 }
+
+// A provider key is its host and credential, not the model (decision 75):
+// two models on one API key, each under its own request bucket (10, one
+// back a second), share one pace once either is spent. Every call is
+// answered with no more 429s than one bucket would cost, at the pace of
+// one bucket: the price of keeping the request body unread on the success
+// path. (A host that needs each model paced apart gives each its own API
+// key.)
+func TestCoordinatedKeyIsNotPerModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const perModel = 30
+		a, b := newBucket(10, time.Second, 2*time.Second), newBucket(10, time.Second, 2*time.Second)
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Header.Get("X-Model") == "b" {
+				return b.RoundTrip(req)
+			}
+			return a.RoundTrip(req)
+		})
+		rt, err := NewCoordinated(base, Policy{Waits: hostWaits, Reserve: time.Minute}, Coordination{})
+		require.NoError(t, err)
+		results := callMany(t, rt, a.start, 2*perModel, 0, 10*time.Minute, func(i int, req *http.Request) {
+			if i%2 == 1 {
+				req.Header.Set("X-Model", "b")
+			}
+		})
+		last := time.Duration(0)
+		for _, r := range results {
+			require.NoError(t, r.err)
+			last = max(last, r.at)
+		}
+		refused := len(a.refused) + len(b.refused)
+		t.Logf("two models, one key: %d 429s, last answer at %v (each model alone: %v)", refused, last, 22*time.Second)
+		assert.LessOrEqual(t, refused, 2*perModel-20+2, "the first burst, and at most 2 more")
+		// 20 calls go before the first 429 (10 per bucket), the other 40
+		// at one bucket's pace: the last at 40 s, answered at 42 s, where
+		// two paces would answer every call by 22 s.
+		assert.GreaterOrEqual(t, last, 40*time.Second, "paced as one bucket, though the provider has two")
+	})
+}
