@@ -463,11 +463,13 @@ func TestCoordinatedKeysAreHostAndCredential(t *testing.T) {
 
 func TestCoordinatedRetryBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// 429 without a server wait, taking 500 ms each, for a minute: the
-		// key is never down, so each call retries on its own schedule
-		// (every second), within the budget: max(3, 0.2 × 40) = 8.
+		// 408 (a retryable answer that is neither an outage nor a rate
+		// limit), taking 500 ms each, for a minute: the key is never down,
+		// so each call retries on its own schedule (every second), within
+		// the budget: max(3, 0.2 × 40) = 8. (A 429 with many calls in
+		// flight limits them instead: TestCoordinatedInFlightLimit.)
 		const calls = 40
-		p := newFlaky(fail(429), 0, window{0, time.Minute})
+		p := newFlaky(fail(408), 0, window{0, time.Minute})
 		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if err := sleep(req.Context(), 500*time.Millisecond); err != nil {
 				return nil, err
@@ -504,7 +506,7 @@ func TestCoordinatedRetryBudget(t *testing.T) {
 		h.mu.Unlock()
 
 		// Without coordination, every call retries every second.
-		p2 := newFlaky(fail(429), 0, window{0, time.Minute})
+		p2 := newFlaky(fail(408), 0, window{0, time.Minute})
 		base2 := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if err := sleep(req.Context(), 500*time.Millisecond); err != nil {
 				return nil, err

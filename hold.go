@@ -19,6 +19,12 @@ const (
 	// HoldBudget: the key's retry budget is spent; the call waits for a
 	// retry in flight to end.
 	HoldBudget
+	// HoldPaced: the key has spent a rate limit the provider publishes;
+	// the call waits for its turn at the pace the limit allows.
+	HoldPaced
+	// HoldInFlight: the key's calls in flight are at the limit learnt
+	// from its 429s; the call waits for one of them to end.
+	HoldInFlight
 )
 
 // String names the reason.
@@ -30,6 +36,10 @@ func (r HoldReason) String() string {
 		return "server wait"
 	case HoldBudget:
 		return "retry budget spent"
+	case HoldPaced:
+		return "paced under a rate limit"
+	case HoldInFlight:
+		return "at the limit on calls in flight"
 	}
 	return "unknown"
 }
@@ -129,6 +139,10 @@ func holdReason(g gate) HoldReason {
 		return HoldServerWait
 	case gateBudget:
 		return HoldBudget
+	case gatePace:
+		return HoldPaced
+	case gateInFlight:
+		return HoldInFlight
 	}
 	return HoldDown
 }
