@@ -23,11 +23,11 @@ func FuzzDecodeNotice(f *testing.F) {
 	for _, seed := range []string{
 		"1 2 3 4 5 6 7" + z8 + " 0 3\nabc502 Bad Gateway",
 		"1759000000000000 1759000000000 1759000015000 1759000005000 0 0 0" + z8 + " 5 21\nabcdeapi.example.com#0011223344556677",
-		"1759000000000000 0 0 0 0 0 0 10 1000000 1759000010000000 8 1 1759000000000 1759000030000 3 0 15\napi.example.com",
+		"1759000000000000 0 0 0 0 0 0 10 1000000 1759000010000000 8 2000000 1759000000000000 1759000030000 3 0 15\napi.example.com",
 		"1759000000000000 0 0 0 0 0 0 10 6667 1759000000066670 0 0 0 0 0 0 15\napi.example.com",
 		"1 0 0 0 0 0 0 1073741825 1 1 0 0 0 0 0 0 1\nx",
 		"1 0 0 0 0 0 0 1 1 9007199254740993 0 0 0 0 0 0 1\nx",
-		"1 0 0 0 0 0 0 0 0 0 1048577 2 0 0 1048577 0 1\nx",
+		"1 0 0 0 0 0 0 0 0 0 1048577 -2 0 0 1048577 0 1\nx",
 		"1 0 0 0 0 0 0 0 0 0 8 1 -1 1e19 0 0 1\nx",
 		"0 0 0 0 0 0 0" + z8 + " 9223372036854775807 1\nx",
 		"0 0 0 0 0 0 0" + z8 + " 1 9223372036854775807\nx",
@@ -58,10 +58,13 @@ func FuzzDecodeNotice(f *testing.F) {
 		assert.LessOrEqual(t, len(facts.Prober), maxProber)
 		assert.LessOrEqual(t, len(facts.Reason), maxReason)
 		assert.LessOrEqual(t, facts.Version, uint64(maxVersion))
-		for _, tm := range []time.Time{facts.DownSince, facts.DownUntil, facts.NextProbe, facts.ProbeUntil, facts.WaitUntil, facts.CutAt, facts.CapUntil} {
+		for _, tm := range []time.Time{facts.DownSince, facts.DownUntil, facts.NextProbe, facts.ProbeUntil, facts.WaitUntil, facts.CapUntil} {
 			assert.True(t, tm.IsZero() || tm.UnixMilli() > 0 && tm.UnixMilli() <= maxMS, "time %v", tm)
 		}
-		assert.True(t, facts.Full.IsZero() || facts.Full.UnixMicro() > 0 && facts.Full.UnixMicro() <= maxUS, "Full %v", facts.Full)
+		for _, tm := range []time.Time{facts.Full, facts.CutAt} {
+			assert.True(t, tm.IsZero() || tm.UnixMicro() > 0 && tm.UnixMicro() <= maxUS, "time %v", tm)
+		}
+		assert.True(t, facts.Grow >= 0 && facts.Grow <= maxMS*time.Microsecond, "Grow %v", facts.Grow)
 		assert.True(t, facts.Burst >= 0 && facts.Burst <= maxBurst, "Burst %d", facts.Burst)
 		assert.True(t, facts.Every >= 0 && facts.Every <= maxMS*time.Microsecond, "Every %v", facts.Every)
 		for _, n := range []int{facts.Retries, facts.MaxInFlight, facts.InFlight} {
@@ -81,7 +84,7 @@ func FuzzHashFields(f *testing.F) {
 	tenYears := int64(10 * 365 * 24 * time.Hour / time.Millisecond)
 	num := func(n int64) string { return strconv.FormatInt(n, 10) }
 	nopace := [7]string{"0", "0", "0", "0", "0", "0", "0"}
-	// v, ds, du, np, r, p, pu, w; b, e, fu (µs), mi, c, ca, cu.
+	// v, ds, du, np, r, p, pu, w; b, e, fu (µs), mi, gr (µs), ca (µs), cu.
 	type seed struct {
 		facts [8]string
 		pace  [7]string
@@ -95,7 +98,10 @@ func FuzzHashFields(f *testing.F) {
 		{[8]string{num(now * 1000), num(now), num(now + 15000), num(now + tenYears), "502", "", "0", "0"}, nopace},
 		// The pace and the limit, as a Store writes them.
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"10", "1000000", num((now + 10000) * 1000), "8", "1", num(now), num(now + 30000)}},
+			[7]string{"10", "1000000", num((now + 10000) * 1000), "8", "2000000", num((now - 5000) * 1000), num(now + 30000)}},
+		// A limit grown past its bound: the cap a Report takes the smaller of.
+		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
+			[7]string{"0", "0", "0", "1048576", "1", "1", num(now + 30000)}},
 		// A Full ten years off, or past 2^53 µs; a huge Every and Burst.
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
 			[7]string{"1", "1000000", num((now + tenYears) * 1000), "0", "0", "0", "0"}},
@@ -108,9 +114,9 @@ func FuzzHashFields(f *testing.F) {
 			[7]string{"0", "1", num((now + 5000) * 1000), "0", "0", "0", "0"}},
 		// Malformed pace and limit fields.
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"-1", "nan", "1e16", "1e19", "2", "inf", "-5"}},
+			[7]string{"-1", "nan", "1e16", "1e19", "-2", "inf", "-5"}},
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"1.5", " 1", strings.Repeat("9", 40), "1048577", "01", num(now + tenYears), num(now + tenYears)}},
+			[7]string{"1.5", " 1", strings.Repeat("9", 40), "1048577", num(tenYears * 1000), num((now + tenYears) * 1000), num(now + tenYears)}},
 	} {
 		a := append(sd.facts[:], sd.pace[:]...)
 		f.Add(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14])
@@ -124,13 +130,13 @@ func FuzzHashFields(f *testing.F) {
 	require.NoError(f, err)
 	f.Cleanup(func() { _ = s.Close() })
 	horizon := time.Duration(s.longest.Load()) * time.Millisecond
-	f.Fuzz(func(t *testing.T, v, ds, du, np, r, p, pu, w, b, e, fu, mi, cn, ca, cu string) {
+	f.Fuzz(func(t *testing.T, v, ds, du, np, r, p, pu, w, b, e, fu, mi, gr, ca, cu string) {
 		ctx := context.Background()
 		name := "api.example.com"
 		kf := s.keys(name)[0]
 		m.FlushAll()
 		m.HSet(kf, "v", v, "ds", ds, "du", du, "np", np, "r", r, "p", p, "pu", pu, "w", w,
-			"b", b, "e", e, "fu", fu, "mi", mi, "c", cn, "ca", ca, "cu", cu)
+			"b", b, "e", e, "fu", fu, "mi", mi, "gr", gr, "ca", ca, "cu", cu)
 		at := time.Now().Truncate(time.Millisecond)
 		inRange := func(f llmretry.Facts) {
 			for _, tm := range []time.Time{f.DownUntil, f.NextProbe, f.ProbeUntil, f.WaitUntil, f.CutAt, f.CapUntil} {
@@ -138,6 +144,7 @@ func FuzzHashFields(f *testing.F) {
 			}
 			assert.False(t, f.Full.After(at.Add(2*horizon)), "a Full beyond two horizons: %v", f.Full)
 			assert.LessOrEqual(t, f.Every, horizon, "an Every beyond the horizon")
+			assert.LessOrEqual(t, f.Grow, horizon, "a Grow beyond the horizon")
 			assert.True(t, f.Burst >= 0 && f.Burst <= maxBurst, "Burst %d", f.Burst)
 			assert.True(t, f.MaxInFlight >= 0 && f.MaxInFlight <= maxCount, "MaxInFlight %d", f.MaxInFlight)
 			assert.LessOrEqual(t, len(f.Reason), maxReason)
@@ -227,15 +234,12 @@ func FuzzDecodeAnswer(f *testing.F) {
 	now := time.Now()
 	ms, us := now.UnixMilli(), now.UnixMicro()
 	good := []any{us, ms, ms + 15000, ms + 5000, int64(0), int64(0), int64(1), "", "502 Bad Gateway", int64(1), int64(0),
-		int64(10), int64(1000000), us + 10_000_000, int64(8), int64(1), ms, ms + 30000, int64(3), us}
+		int64(10), int64(1000000), us + 10_000_000, int64(8), int64(2000000), us, ms + 30000, int64(3), us}
 	f.Add(bytesOf(good...))
-	for i, bad := range []any{int64(-1), int64(maxUS + 1), int64(1 << 62), int64(2), "x"} {
+	for _, bad := range []any{int64(-1), int64(maxUS + 1), int64(1 << 62), "x"} {
 		for _, at := range []int{6, 11, 12, 13, 14, 15, 16, 17, 18, 19} {
 			v := append([]any(nil), good...)
 			v[at] = bad
-			if i == 3 && at != 15 { // 2 is out of range only for Counted
-				continue
-			}
 			f.Add(bytesOf(v...))
 		}
 	}
@@ -263,13 +267,13 @@ func TestDecodeAnswer(t *testing.T) {
 	now := time.Now()
 	ms, us := now.UnixMilli(), now.UnixMicro()
 	good := []any{us, ms, ms + 15000, ms + 5000, int64(0), int64(0), int64(1), "", "502 Bad Gateway", int64(1), int64(0),
-		int64(10), int64(1000000), us + 10_000_000, int64(8), int64(1), ms, ms + 30000, int64(3), us + 1}
+		int64(10), int64(1000000), us + 10_000_000, int64(8), int64(2000000), us, ms + 30000, int64(3), us + 1}
 	a, err := decode(good)
 	require.NoError(t, err)
 	assert.Equal(t, llmretry.Facts{Version: uint64(us), DownSince: time.UnixMilli(ms), DownUntil: time.UnixMilli(ms + 15000),
 		NextProbe: time.UnixMilli(ms + 5000), Reason: "502 Bad Gateway", Retries: 1,
 		Burst: 10, Every: time.Second, Full: time.UnixMicro(us + 10_000_000),
-		MaxInFlight: 8, Counted: true, CutAt: time.UnixMilli(ms), CapUntil: time.UnixMilli(ms + 30000), InFlight: 3}, a.f)
+		MaxInFlight: 8, Grow: 2 * time.Second, CutAt: time.UnixMicro(us), CapUntil: time.UnixMilli(ms + 30000), InFlight: 3}, a.f)
 	assert.True(t, a.granted)
 	assert.Equal(t, time.UnixMicro(us+1), a.slot)
 	for _, tc := range []struct {
@@ -282,8 +286,10 @@ func TestDecodeAnswer(t *testing.T) {
 		{"a negative Every", 12, int64(-1)},
 		{"a Full past 2^53 µs", 13, int64(maxUS + 1)},
 		{"a limit past its bound", 14, int64(maxCount + 1)},
-		{"Counted 2", 15, int64(2)},
+		{"a negative Grow", 15, int64(-1)},
+		{"a Grow past maxMS µs", 15, int64(maxMS + 1)},
 		{"a negative CutAt", 16, int64(-1)},
+		{"a CutAt past 2^53 µs", 16, int64(maxUS + 1)},
 		{"a CapUntil past maxMS", 17, int64(maxMS + 1)},
 		{"an InFlight past its bound", 18, int64(maxCount + 1)},
 		{"a slot past 2^53 µs", 19, int64(maxUS + 1)},

@@ -127,7 +127,7 @@ func TestForgedNotices(t *testing.T) {
 	})
 	defer stop()
 
-	// A notice: v ds du np pu w n, then b e fu mi c ca cu s, then the
+	// A notice: v ds du np pu w n, then b e fu mi gr ca cu s, then the
 	// lengths of the prober and the name.
 	const pace = " 0 0 0 0 0 0 0 0" // b … s, all zero
 	ahead := strconv.FormatInt(time.Now().Add(48*time.Hour).UnixMicro(), 10)
@@ -146,7 +146,7 @@ func TestForgedNotices(t *testing.T) {
 		"1 0 0 0 0 0 0 1 -1000000 0 0 0 0 0 0 0 1\nx",                   // a negative Every
 		"1 0 0 0 0 0 0 1 1000000 9007199254740993 0 0 0 0 0 0 1\nx",     // a Full past 2^53 µs
 		"1 0 0 0 0 0 0 1 1000000 1e16 0 0 0 0 0 0 1\nx",                 // a Full not an integer
-		"1 0 0 0 0 0 0 0 0 0 8 2 0 0 0 0 1\nx",                          // Counted neither 0 nor 1
+		"1 0 0 0 0 0 0 0 0 0 8 -2 0 0 0 0 1\nx",                         // a negative Grow
 		"1 0 0 0 0 0 0 0 0 0 1048577 0 0 0 0 0 1\nx",                    // a limit past maxCount
 		"1 0 0 0 0 0 0 0 0 0 8 1 nan 0 0 0 1\nx",                        // a CutAt not a number
 		"1 0 0 0 0 0 0 0 0 0 8 1 0 99999999999999999999 0 0 1\nx",       // a CapUntil not an int64
@@ -746,7 +746,7 @@ func TestCloseBlackHole(t *testing.T) {
 
 // A key's pace, limit and send leases rewritten with what no Store
 // writes — garbage, a Full ten years off or past 2^53 µs, a Burst past
-// its bound, Counted 2, a send lease ten years long — against a real
+// its bound, a Grow ten years long, a send lease ten years long — against a real
 // redis-server: every operation answers within Timeout with facts in
 // range, counts what it dropped, and the next script writes the key back
 // clean; the key's TTL stays within the horizon.
@@ -763,13 +763,15 @@ func TestPoisonedPace(t *testing.T) {
 		fields []any
 		sends  []redis.Z // forged send leases
 	}{
-		{"garbage", []any{"b", "nan", "e", "-1", "fu", "1e400", "mi", "inf", "c", "x", "ca", "-inf", "cu", strings.Repeat("9", 1<<16)}, nil},
+		{"garbage", []any{"b", "nan", "e", "-1", "fu", "1e400", "mi", "inf", "gr", "x", "ca", "-inf", "cu", strings.Repeat("9", 1<<16)}, nil},
 		{"a Full ten years off", []any{"b", "1", "e", "1000000", "fu", us(now.Add(tenYears))}, nil},
 		{"a Full past 2^53 µs", []any{"b", "1", "e", "1000000", "fu", "9007199254740993"}, nil},
 		{"an Every ten years long", []any{"b", "1", "e", strconv.FormatInt(int64(tenYears/time.Microsecond), 10), "fu", us(now.Add(time.Minute))}, nil},
 		{"a Burst past its bound", []any{"b", "1073741825", "e", "1000", "fu", us(now.Add(time.Second))}, nil},
-		{"a limit past its bound, Counted 2", []any{"mi", "1048577", "c", "2", "ca", ms(now), "cu", ms(now.Add(time.Minute))}, nil},
-		{"a limit ten years long", []any{"mi", "1", "c", "1", "ca", ms(now), "cu", ms(now.Add(tenYears))}, nil},
+		{"a limit past its bound", []any{"mi", "1048577", "ca", us(now), "cu", ms(now.Add(time.Minute))}, nil},
+		{"a Grow ten years long", []any{"mi", "1", "gr", strconv.FormatInt(int64(tenYears/time.Microsecond), 10), "ca", us(now), "cu", ms(now.Add(time.Minute))}, nil},
+		{"a CutAt ten years off", []any{"mi", "1", "ca", us(now.Add(tenYears)), "cu", ms(now.Add(time.Minute))}, nil},
+		{"a limit ten years long", []any{"mi", "1", "ca", us(now), "cu", ms(now.Add(tenYears))}, nil},
 		{"a send lease ten years long", []any{"v", clockVersion()}, []redis.Z{{Score: float64(now.Add(tenYears).UnixMilli()), Member: "evil"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -785,6 +787,8 @@ func TestPoisonedPace(t *testing.T) {
 				t.Helper()
 				assert.False(t, f.Paced(at) && f.Full.After(at.Add(2*10*time.Minute)), "%s: a Full %v off", op, f.Full.Sub(at))
 				assert.LessOrEqual(t, f.Every, 10*time.Minute, "%s: Every", op)
+				assert.LessOrEqual(t, f.Grow, 10*time.Minute, "%s: Grow", op)
+				assert.False(t, f.CutAt.After(at.Add(10*time.Minute)), "%s: a CutAt %v off", op, f.CutAt.Sub(at))
 				assert.False(t, f.Capped(at) && f.CapUntil.After(at.Add(10*time.Minute)), "%s: a limit %v long", op, f.CapUntil.Sub(at))
 				assert.LessOrEqual(t, f.InFlight, 0, "%s: a forged send lease counted", op)
 				assert.True(t, f.Burst >= 0 && f.MaxInFlight >= 0, "%s: %+v", op, f)

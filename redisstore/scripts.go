@@ -10,11 +10,12 @@ import "github.com/redis/go-redis/v9"
 //
 // Facts are a hash: v (the version), ds, du, np (down since, down until,
 // next probe), r (the reason), p, pu (the prober and its lease's end), w
-// (the server wait's end), b, e, fu (the pace: burst, every, full), mi, c,
-// ca, cu (the limit on calls in flight: the limit, counted 0 or 1, cut at,
-// cap until). Times are Unix milliseconds of the callers' clocks, 0 for
-// none, but for the pace's, which are microseconds (an Every of 6.7 ms,
-// 9,000 requests a minute, must not round to 6 or 7); the scripts judge
+// (the server wait's end), b, e, fu (the pace: burst, every, full), mi, gr,
+// ca, cu (the limit on calls in flight: the limit, its growth interval,
+// cut at, cap until). Times are Unix milliseconds of the callers' clocks, 0
+// for none, but for the pace's and the limit's (e, fu, gr, ca), which are
+// microseconds (an Every of 6.7 ms, 9,000 requests a minute, must not
+// round to 6 or 7, nor a limit grow a step early); the scripts judge
 // every fact by the caller's time (at): a lapsed fact reads as zero. Retry
 // and send leases are sorted sets of holders scored by lease end.
 //
@@ -40,19 +41,19 @@ import "github.com/redis/go-redis/v9"
 // processes must hear of is published on the channel (ARGV after the
 // operation's own) as one message:
 //
-//	"v ds du np pu w n b e fu mi c ca cu s len(p) len(name)\n" + p + name + r
+//	"v ds du np pu w n b e fu mi gr ca cu s len(p) len(name)\n" + p + name + r
 //
 // (n counts the live retry leases, s the live send leases). Every answer
-// is {v, ds, du, np, pu, w, n, p, r, granted, bad, b, e, fu, mi, c, ca,
+// is {v, ds, du, np, pu, w, n, p, r, granted, bad, b, e, fu, mi, gr, ca,
 // cu, s, slot}: slot is TakeSend's instant (µs; 0 for none and for the
 // other operations), bad counts the fields the script read as nothing —
 // not a short digit string (NaN, inf, 1e19, a negative), a time beyond the
 // horizon (ARGV[1]: the longest lifetime the Store's callers write, at
 // least 10 minutes; a pace's Full, two horizons: the longest send lease
 // and the longest window), a version ahead of Redis's clock, an over-long
-// prober or reason, a count or an Every out of range, a Counted neither 0
-// nor 1. A script that read any writes the facts back as it read them.
-// No expiry is set beyond the horizon.
+// prober or reason, a count or an interval out of range. A script that
+// read any writes the facts back as it read them. No expiry is set beyond
+// the horizon.
 const prelude = `
 local kf, kr, ks = KEYS[1], KEYS[2], KEYS[3]
 local hold = 60000
@@ -85,11 +86,11 @@ local function upto(x, n)
   if c > n then bad = bad + 1 return 0 end
   return c
 end
-local function fullAt(x)
+local function usWhen(x, last)
   if not x then return 0 end
   if digits(x, 16) then
     local t = tonumber(x)
-    if t <= atus + 2000 * horizon then return t end
+    if t <= last then return t end
   end
   bad = bad + 1
   return 0
@@ -112,26 +113,31 @@ local function live(k, at)
   return redis.call('ZCOUNT', k, '(' .. int(at), int(at + horizon))
 end
 local function load()
-  local h = redis.call('HMGET', kf, 'v', 'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'b', 'e', 'fu', 'mi', 'c', 'ca', 'cu')
+  local h = redis.call('HMGET', kf, 'v', 'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'b', 'e', 'fu', 'mi', 'gr', 'ca', 'cu')
   local f = {sv = version(h[1]), ds = when(h[2], at), du = when(h[3], at), np = when(h[4], at),
     r = text(h[5], 256), p = text(h[6], 64), pu = when(h[7], at), w = when(h[8], at),
-    b = upto(h[9], maxBurst), e = upto(h[10], 1000 * horizon), fu = fullAt(h[11]),
-    mi = upto(h[12], maxCount), c = upto(h[13], 1), ca = when(h[14], at), cu = when(h[15], at)}
+    b = upto(h[9], maxBurst), e = upto(h[10], 1000 * horizon), fu = usWhen(h[11], atus + 2000 * horizon),
+    mi = upto(h[12], maxCount), gr = upto(h[13], 1000 * horizon), ca = usWhen(h[14], atus + 1000 * horizon),
+    cu = when(h[15], at)}
   if f.ds == 0 or at >= f.du then f.ds, f.du, f.np, f.r = 0, 0, 0, '' end
   if f.p == '' or at >= f.pu then f.p, f.pu = '', 0 end
   if at >= f.w then f.w = 0 end
   if f.e == 0 or atus >= f.fu then f.b, f.e, f.fu = 0, 0, 0 end
-  if f.mi == 0 or at >= f.cu then f.mi, f.c, f.ca, f.cu = 0, 0, 0, 0 end
+  if f.mi == 0 or at >= f.cu then f.mi, f.gr, f.ca, f.cu = 0, 0, 0, 0 end
   f.n = live(kr, at)
   f.s = live(ks, at)
   return f
+end
+local function cap(f)
+  if f.gr == 0 or atus <= f.ca then return f.mi end
+  return f.mi + math.min(math.floor((atus - f.ca) / f.gr), maxCount)
 end
 local function copy(f)
   local g = {}
   for k, v in pairs(f) do g[k] = v end
   return g
 end
-local names = {'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'n', 'b', 'e', 'fu', 'mi', 'c', 'ca', 'cu', 's'}
+local names = {'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'n', 'b', 'e', 'fu', 'mi', 'gr', 'ca', 'cu', 's'}
 local function same(f, g)
   for _, k in ipairs(names) do
     if f[k] ~= g[k] then return false end
@@ -140,7 +146,7 @@ local function same(f, g)
 end
 local function reply(f, v, granted, slot)
   return {v, f.ds, f.du, f.np, f.pu, f.w, f.n, f.p, f.r, granted and 1 or 0, bad,
-    f.b, f.e, f.fu, f.mi, f.c, f.ca, f.cu, f.s, slot or 0}
+    f.b, f.e, f.fu, f.mi, f.gr, f.ca, f.cu, f.s, slot or 0}
 end
 local function unchanged(f, granted, slot)
   if f.sv == 0 then return reply(f, clock(), granted, slot) end
@@ -167,11 +173,11 @@ local function finish(f, g, at, name, chan, announce, granted, slot)
   local v = math.max(f.sv + 1, clock() + 1)
   redis.call('HSET', kf, 'v', int(v), 'ds', int(g.ds), 'du', int(g.du), 'np', int(g.np),
     'r', g.r, 'p', g.p, 'pu', int(g.pu), 'w', int(g.w), 'b', int(g.b), 'e', int(g.e), 'fu', int(g.fu),
-    'mi', int(g.mi), 'c', int(g.c), 'ca', int(g.ca), 'cu', int(g.cu))
+    'mi', int(g.mi), 'gr', int(g.gr), 'ca', int(g.ca), 'cu', int(g.cu))
   keep(at, lastOf(g))
   if announce then
     redis.call('PUBLISH', chan, table.concat({int(v), int(g.ds), int(g.du), int(g.np), int(g.pu),
-      int(g.w), int(g.n), int(g.b), int(g.e), int(g.fu), int(g.mi), int(g.c), int(g.ca), int(g.cu),
+      int(g.w), int(g.n), int(g.b), int(g.e), int(g.fu), int(g.mi), int(g.gr), int(g.ca), int(g.cu),
       int(g.s), int(#g.p), int(#name)}, ' ') .. '\n' .. g.p .. name .. g.r)
   end
   return reply(g, v, granted, slot)
@@ -190,12 +196,12 @@ return unchanged(f, false)
 
 // reportScript: ARGV horizon, at (µs), evidence ("down", "up" or ""), reason,
 // down-for (ms), next probe, wait until, prober, burst, every (µs), full
-// (µs), max in flight, counted (0 or 1), cap until, name, channel.
+// (µs), max in flight, grow (µs), cap until, name, channel.
 var reportScript = redis.NewScript(prelude + `
 local ev, reason, downFor = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local np, wait, prober = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 local burst, every, full = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local maxIn, counted, capUntil = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local maxIn, grow, capUntil = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 local f = load()
 local g = copy(f)
 local held = prober ~= '' and f.p == prober
@@ -216,7 +222,8 @@ if every > 0 then
   end
 end
 if maxIn > 0 then
-  g.mi, g.c, g.ca, g.cu = maxIn, counted, at, math.max(g.cu, capUntil)
+  if f.mi > 0 then maxIn = math.min(maxIn, cap(f)) end
+  g.mi, g.gr, g.ca, g.cu = maxIn, grow, atus, math.max(g.cu, capUntil)
 end
 return finish(f, g, at, ARGV[15], ARGV[16], true, false)
 `)

@@ -191,16 +191,17 @@ func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmr
 		s.lifetime(r.Every)
 		s.lifetime(r.Full.Sub(r.At))
 	}
-	var maxIn, counted, capUntil int64
+	var maxIn, grow, capUntil int64
 	if r.MaxInFlight > 0 {
 		maxIn, capUntil = min(int64(r.MaxInFlight), maxCount), ms(r.CapUntil)
-		if r.Counted {
-			counted = 1
+		if r.Grow > 0 {
+			grow = max(r.Grow.Microseconds(), 1)
+			s.lifetime(r.Grow)
 		}
 		s.lifetime(r.CapUntil.Sub(r.At))
 	}
 	f, _, _, err := s.run(ctx, "report", reportScript, key, us(r.At), ev, r.Reason, r.DownFor.Milliseconds(),
-		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, burst, every, full, maxIn, counted, capUntil, key, s.channel())
+		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, burst, every, full, maxIn, grow, capUntil, key, s.channel())
 	return f, err
 }
 
@@ -415,11 +416,11 @@ func decode(v []any) (answer, error) {
 }
 
 // numFacts is how many numbers encode Facts: v, ds, du, np, pu, w, n, b,
-// e, fu, mi, c, ca, cu, s.
+// e, fu, mi, gr, ca, cu, s.
 const numFacts = 15
 
 // facts builds Facts from their encoded numbers (v, ds, du, np, pu, w, n,
-// b, e, fu, mi, c, ca, cu, s: times in ms but the pace's e and fu, in µs)
+// b, e, fu, mi, gr, ca, cu, s: times in ms but e, fu, gr and ca, in µs)
 // and strings, and reports whether each is in range.
 func facts(n [numFacts]int64, prober, reason string) (llmretry.Facts, bool) {
 	if len(prober) > maxProber || len(reason) > maxReason {
@@ -427,7 +428,7 @@ func facts(n [numFacts]int64, prober, reason string) (llmretry.Facts, bool) {
 	}
 	// The largest value of each number.
 	limits := [numFacts]int64{maxVersion, maxMS, maxMS, maxMS, maxMS, maxMS, maxRetries,
-		maxBurst, maxMS, maxUS, maxCount, 1, maxMS, maxMS, maxCount}
+		maxBurst, maxMS, maxUS, maxCount, maxMS, maxUS, maxMS, maxCount}
 	for i, x := range n {
 		if x < 0 || x > limits[i] {
 			return llmretry.Facts{}, false
@@ -447,8 +448,8 @@ func facts(n [numFacts]int64, prober, reason string) (llmretry.Facts, bool) {
 		Every:       time.Duration(n[8]) * time.Microsecond,
 		Full:        fromUS(n[9]),
 		MaxInFlight: int(n[10]),
-		Counted:     n[11] == 1,
-		CutAt:       fromMS(n[12]),
+		Grow:        time.Duration(n[11]) * time.Microsecond,
+		CutAt:       fromUS(n[12]),
 		CapUntil:    fromMS(n[13]),
 		InFlight:    int(n[14]),
 	}, true

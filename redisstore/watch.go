@@ -270,7 +270,7 @@ const (
 const maxHead = 400
 
 // decodeNotice reads a published change (see scripts.go):
-// "v ds du np pu w n b e fu mi c ca cu s len(p) len(name)\n" + p + name +
+// "v ds du np pu w n b e fu mi gr ca cu s len(p) len(name)\n" + p + name +
 // r. Anything else —
 // a field that is not a number in range, lengths that do not fit the
 // message, an empty name — is not a notice: ok is false. It never panics,

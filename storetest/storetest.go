@@ -476,12 +476,12 @@ func pace(t *testing.T, s llmretry.Store, key string, at time.Time, burst int, e
 	return f
 }
 
-// limitTo reports, at at, a 429 that limits key's calls in flight to n
-// until capUntil.
-func limitTo(t *testing.T, s llmretry.Store, key string, at time.Time, n int, counted bool, capUntil time.Time) llmretry.Facts {
+// limitTo reports, at at, a 429 that limits key's calls in flight to n,
+// growing by one each grow (none if 0), until capUntil.
+func limitTo(t *testing.T, s llmretry.Store, key string, at time.Time, n int, grow time.Duration, capUntil time.Time) llmretry.Facts {
 	t.Helper()
 	f, err := s.Report(ctx, key, llmretry.Report{At: at, Evidence: llmretry.ProviderUp, Reason: "429 Too Many Requests",
-		MaxInFlight: n, Counted: counted, CapUntil: capUntil})
+		MaxInFlight: n, Grow: grow, CapUntil: capUntil})
 	must(t, err)
 	return f
 }
@@ -572,34 +572,46 @@ func testCap(t *testing.T, stores []llmretry.Store) {
 		name     string
 		at       time.Duration // after now
 		n        int
-		counted  bool
+		grow     time.Duration
 		capUntil time.Duration // after now
-		// The limit after the report: MaxInFlight and Counted are the
-		// report's, CutAt its At.
+		// The limit after the report: MaxInFlight the smaller of the
+		// report's and the key's limit at At (Cap), Grow the report's,
+		// CutAt its At, CapUntil the later.
+		want      int
 		wantUntil time.Duration
 	}{
-		{"a first limit", 0, 8, true, 30 * sec, 30 * sec},
-		{"a smaller limit, counted in one process, lapsing sooner", sec, 4, false, 10 * sec, 30 * sec},
-		{"a larger limit lapsing later", 2 * sec, 6, true, 40 * sec, 40 * sec},
+		{"a first limit", 0, 8, 0, 30 * sec, 8, 30 * sec},
+		{"a smaller limit, growing, lapsing sooner", sec, 4, 2 * sec, 10 * sec, 4, 30 * sec},
+		{"a larger one before the smaller grew: the smaller", 2 * sec, 6, sec, 40 * sec, 4, 40 * sec},
+		{"a larger one after 5 steps of growth: the grown limit", 7 * sec, 10, 0, 10 * sec, 9, 40 * sec},
+		{"a larger one, the limit not growing: the limit", 8 * sec, 20, 0, 10 * sec, 9, 40 * sec},
+		{"a smaller one: the report's", 9 * sec, 3, 0, 10 * sec, 3, 40 * sec},
 	} {
 		at := now.Add(step.at)
-		f := limitTo(t, stores[i%len(stores)], key, at, step.n, step.counted, now.Add(step.capUntil))
-		if f.MaxInFlight != step.n || f.Counted != step.counted || !f.CutAt.Equal(at) || !f.CapUntil.Equal(now.Add(step.wantUntil)) || !f.Capped(at) {
-			t.Errorf("%s: MaxInFlight %d, Counted %v, CutAt +%v, CapUntil +%v; want %d, %v, +%v, +%v", step.name,
-				f.MaxInFlight, f.Counted, f.CutAt.Sub(now), f.CapUntil.Sub(now), step.n, step.counted, step.at, step.wantUntil)
+		f := limitTo(t, stores[i%len(stores)], key, at, step.n, step.grow, now.Add(step.capUntil))
+		if f.MaxInFlight != step.want || f.Grow != step.grow || !f.CutAt.Equal(at) || !f.CapUntil.Equal(now.Add(step.wantUntil)) || !f.Capped(at) {
+			t.Errorf("%s: MaxInFlight %d, Grow %v, CutAt +%v, CapUntil +%v; want %d, %v, +%v, +%v", step.name,
+				f.MaxInFlight, f.Grow, f.CutAt.Sub(now), f.CapUntil.Sub(now), step.want, step.grow, step.at, step.wantUntil)
 		}
 	}
 	// A report that says nothing of the limit leaves it alone.
-	at := now.Add(3 * sec)
+	at := now.Add(10 * sec)
 	f, err := stores[0].Report(ctx, key, llmretry.Report{At: at, Evidence: llmretry.ProviderUp})
 	must(t, err)
-	if f.MaxInFlight != 6 || !f.Counted || !f.CutAt.Equal(now.Add(2*sec)) || !f.CapUntil.Equal(now.Add(40*sec)) {
+	if f.MaxInFlight != 3 || f.Grow != 0 || !f.CutAt.Equal(now.Add(9*sec)) || !f.CapUntil.Equal(now.Add(40*sec)) {
 		t.Errorf("a report without a limit changed it: %+v", f)
 	}
 	l, err := stores[len(stores)-1].Load(ctx, key, at)
 	must(t, err)
-	if l.MaxInFlight != 6 || l.Version != f.Version {
+	if l.MaxInFlight != 3 || l.Version != f.Version {
 		t.Errorf("Load says %+v, Report said %+v", l, f)
+	}
+	// A growing limit, read back: Cap counts its steps from CutAt.
+	limitTo(t, stores[0], key, at, 2, 500*time.Millisecond, now.Add(40*sec))
+	l, err = stores[len(stores)-1].Load(ctx, key, at.Add(1750*time.Millisecond))
+	must(t, err)
+	if c := l.Cap(at.Add(1750 * time.Millisecond)); l.MaxInFlight != 2 || l.Grow != 500*time.Millisecond || !l.CutAt.Equal(at) || c != 5 {
+		t.Errorf("a limit of 2 growing each 500 ms, 1.75 s later: %+v, Cap %d; want Cap 5", l, c)
 	}
 }
 
@@ -607,7 +619,7 @@ func testCapLapses(t *testing.T, stores []llmretry.Store) {
 	s := stores[0]
 	now, key := clock(t, s)
 	end := now.Add(30 * time.Second)
-	limitTo(t, s, key, now, 8, true, end)
+	limitTo(t, s, key, now, 8, time.Second, end)
 	before := end.Add(-time.Millisecond)
 	f, err := s.Load(ctx, key, before)
 	must(t, err)
@@ -616,8 +628,13 @@ func testCapLapses(t *testing.T, stores []llmretry.Store) {
 	}
 	f, err = s.Load(ctx, key, end)
 	must(t, err)
-	if f.Capped(end) || f.MaxInFlight != 0 || f.Counted || !f.CutAt.IsZero() || !f.CapUntil.IsZero() {
+	if f.Capped(end) || f.MaxInFlight != 0 || f.Grow != 0 || !f.CutAt.IsZero() || !f.CapUntil.IsZero() || f.Cap(end) != 0 {
 		t.Errorf("limited at CapUntil: %+v", f)
+	}
+	// A limit after the lapse is taken whole, not the smaller of two.
+	g := limitTo(t, s, key, end, 16, 0, end.Add(time.Minute))
+	if g.MaxInFlight != 16 || !g.CutAt.Equal(end) {
+		t.Errorf("a limit after the lapse: %+v, want 16 from its At", g)
 	}
 }
 
@@ -792,7 +809,7 @@ func testPacedAndLimited(t *testing.T, stores []llmretry.Store) {
 	sec := time.Second
 	// A bucket of 2 with one left, and one call in flight at most.
 	pace(t, s, key, now, 2, sec, now.Add(sec))
-	limitTo(t, s, key, now, 1, true, now.Add(time.Minute))
+	limitTo(t, s, key, now, 1, 0, now.Add(time.Minute))
 	f, slot, ok := send(t, s, key, "a", now, now.Add(10*sec), 1)
 	if !ok || !slot.Equal(now) || !f.Full.Equal(now.Add(2*sec)) || f.InFlight != 1 {
 		t.Fatalf("the first send: granted %v at +%v, Full +%v, %d in flight", ok, slot.Sub(now), f.Full.Sub(now), f.InFlight)
