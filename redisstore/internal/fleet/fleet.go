@@ -26,8 +26,12 @@ import (
 // its presence makes a binary that calls IsChild a fleet process.
 const configEnv = "LLMRETRY_FLEET_CONFIG"
 
-// procHeader names the process that sent a request.
-const procHeader = "X-Fleet-Proc"
+// procHeader and callHeader name the process and the call that sent a
+// request.
+const (
+	procHeader = "X-Fleet-Proc"
+	callHeader = "X-Fleet-Call"
+)
 
 // Secret is the fleet's credential-hash secret (Options.Secret): the same
 // in every process.
@@ -49,6 +53,13 @@ type Config struct {
 	Probe        time.Duration
 	Release      time.Duration // Coordination.ReleaseSpread
 	Deadline     time.Duration // each call's
+	// Waits and Reserve, if Waits is not empty, are the calls' Policy's;
+	// else 1 s, 2 s, 4 s and 1 s.
+	Waits   []time.Duration
+	Reserve time.Duration
+	// Anthropic makes each call an Anthropic Messages request (x-api-key)
+	// instead of an OpenAI chat completion (Authorization).
+	Anthropic bool
 }
 
 // Result is what became of one call.
@@ -117,13 +128,16 @@ func Run(cfg Config, out, logs io.Writer) error {
 		OnAttempt: func(a llmretry.Attempt) {
 			mu.Lock()
 			defer mu.Unlock()
-			if r := attempts[a.Request.Header.Get("X-Fleet-Call")]; r != nil {
+			if r := attempts[a.Request.Header.Get(callHeader)]; r != nil {
 				r.Attempts++
 				if a.Probe {
 					r.Probes++
 				}
 			}
 		},
+	}
+	if len(cfg.Waits) > 0 {
+		policy.Waits, policy.Reserve = cfg.Waits, cfg.Reserve
 	}
 	rt, err := llmretry.NewCoordinated(base, policy, coord)
 	if err != nil {
@@ -167,15 +181,23 @@ func Run(cfg Config, out, logs io.Writer) error {
 func call(client *http.Client, cfg Config, i int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Deadline)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.Provider+"/v1/chat/completions",
-		strings.NewReader(`{"model":"fleet-1","messages":[{"role":"user","content":"there?"}]}`))
+	path, body := "/v1/chat/completions", `{"model":"fleet-1","messages":[{"role":"user","content":"there?"}]}`
+	if cfg.Anthropic {
+		path, body = "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":"there?"}]}`
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.Provider+path, strings.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer sk-fleet-shared-key")
+	if cfg.Anthropic {
+		req.Header.Set("X-Api-Key", "sk-ant-fleet-shared-key")
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+	} else {
+		req.Header.Set("Authorization", "Bearer sk-fleet-shared-key")
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(procHeader, strconv.Itoa(cfg.Proc))
-	req.Header.Set("X-Fleet-Call", strconv.Itoa(i))
+	req.Header.Set(callHeader, strconv.Itoa(i))
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err
@@ -189,6 +211,12 @@ func call(client *http.Client, cfg Config, i int) (int, error) {
 // args; the configuration travels in the environment), waits for them,
 // and returns what each printed.
 func Spawn(exe string, args []string, cfgs []Config) ([]Process, error) {
+	return SpawnContext(context.Background(), exe, args, cfgs)
+}
+
+// SpawnContext is Spawn, with the processes killed if ctx ends first
+// (what they printed is returned, with an error for each).
+func SpawnContext(ctx context.Context, exe string, args []string, cfgs []Config) ([]Process, error) {
 	type child struct {
 		cmd            *exec.Cmd
 		stdout, stderr bytes.Buffer
@@ -199,7 +227,7 @@ func Spawn(exe string, args []string, cfgs []Config) ([]Process, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := &child{cmd: exec.Command(exe, args...)}
+		c := &child{cmd: exec.CommandContext(ctx, exe, args...)}
 		c.cmd.Env = append(os.Environ(), configEnv+"="+string(raw))
 		c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
 		if err := c.cmd.Start(); err != nil {
