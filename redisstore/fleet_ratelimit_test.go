@@ -1,0 +1,300 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/llmretry/llmretry/redisstore/internal/fleet"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A fleet under its rate limit (issue 19, "the same with 3 processes on a
+// real redis-server"): 3 processes × 34 calls on one Anthropic API key,
+// all arriving at once, each call under a 10-minute deadline, through one
+// llmretry.NewCoordinated Transport per process (the host policy: Waits
+// 15 s, 45 s, 2 min, 4 min; Reserve 60 s) over a redisstore, against a
+// fake provider served here that enforces its limit the way Anthropic
+// does (fleet.RateLimiter: interop's rateLimiter over HTTP).
+
+// pacingTargets switches on issue 19's targets for these runs: after the
+// first 429 has reached its caller at most 2 more per 100 calls,
+// throughput at least 90 % of the limit while calls waited, p95 time to
+// answer within 1.2 × ideal pacing's. Off, the runs assert only that
+// every call answers, and log their figures (go test -v). The environment
+// variable LLMRETRY_PACING_TARGETS=1 switches them on without an edit.
+const pacingTargets = false
+
+// pacingTargetsOn reports whether the targets are asserted.
+func pacingTargetsOn() bool { return pacingTargets || os.Getenv("LLMRETRY_PACING_TARGETS") != "" }
+
+const (
+	rateProcs        = 3
+	rateCallsPerProc = 34
+	rateDeadline     = 10 * time.Minute
+	// rateLead is how long after the processes start the calls arrive:
+	// time for 6 processes (the scenarios run side by side) to start
+	// under -race and connect.
+	rateLead = 3 * time.Second
+	// rateBound is when a scenario gives up on its processes (kills them)
+	// and fails: ideal pacing answers the last call of the bucket by 94 s.
+	rateBound = 5 * time.Minute
+)
+
+// hostWaits is the seed's host policy's schedule (its Reserve: 60 s).
+var hostWaits = []time.Duration{15 * time.Second, 45 * time.Second, 2 * time.Minute, 4 * time.Minute}
+
+// rateScenarios are the providers: Anthropic's request bucket, and its
+// concurrency limit; each answer takes 2 s, each refusal 100 ms.
+var rateScenarios = []struct {
+	id, name string
+	spec     fleet.RateSpec
+}{
+	{"bucket", "Anthropic request bucket (10, 1/s; retry-after)",
+		fleet.RateSpec{Capacity: 10, Refill: time.Second, Answer: 2 * time.Second, Refuse: 100 * time.Millisecond}},
+	{"concurrency", "Anthropic concurrency limit (8 in flight; retry-after: 1)",
+		fleet.RateSpec{MaxInFlight: 8, Answer: 2 * time.Second, Refuse: 100 * time.Millisecond}},
+}
+
+// The scenarios run side by side (about 100 s in all: the bucket's
+// ideal pacing alone takes 94 s for 102 calls), each against a
+// redis-server of its own (so that its command counts are its own).
+func TestFleetRateLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs in real time, about 100 s")
+	}
+	for _, sc := range rateScenarios {
+		t.Run(sc.id, func(t *testing.T) {
+			t.Parallel()
+			srv := startRedis(t)
+			prov := fleet.NewRateLimiter(sc.spec)
+			defer prov.Close()
+			start := time.Now().Add(rateLead)
+			cfgs := make([]fleet.Config, rateProcs)
+			for p := range cfgs {
+				cfgs[p] = fleet.Config{Proc: p, Procs: rateProcs, Calls: rateCallsPerProc, Start: start,
+					Provider: prov.URL, Redis: srv.Addr, Prefix: prefix(t), Deadline: rateDeadline,
+					Waits: hostWaits, Reserve: time.Minute, Anthropic: true}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), rateBound)
+			defer cancel()
+			ps, err := fleet.SpawnContext(ctx, os.Args[0], nil, cfgs)
+			require.NoError(t, err, "the fleet did not finish within %v", rateBound)
+			took := time.Since(start)
+
+			var res []fleet.Result
+			for _, p := range ps {
+				res = append(res, p.Results...)
+			}
+			fig := rateFiguresOf(sc.spec, start, prov.Records(), res)
+			t.Logf("%s, %d processes × %d calls at once through Redis: %s; took %v; Redis ran %s",
+				sc.name, rateProcs, rateCallsPerProc, fig, took.Round(100*time.Millisecond), commandStats(t, srv.Addr))
+
+			require.Len(t, res, rateProcs*rateCallsPerProc, "results")
+			assert.Equal(t, len(res), fig.answered, "calls answered")
+			for _, r := range res {
+				if r.Status != http.StatusOK || r.Err != "" {
+					t.Errorf("process %d call %d: status %d, error %q", r.Proc, r.Call, r.Status, r.Err)
+				}
+			}
+			logs(t, ps)
+			if !pacingTargetsOn() {
+				return
+			}
+			assert.LessOrEqual(t, fig.refusedAfter, 2*len(res)/100, "429s after the first reached a caller")
+			if fig.waited {
+				assert.GreaterOrEqual(t, fig.throughput, 0.9, "throughput while calls waited")
+			}
+			assert.LessOrEqual(t, fig.p95, fig.idealP95*12/10, "p95 time to answer against 1.2 × ideal pacing's")
+		})
+	}
+}
+
+// rateFigures are a run's figures, as interop's crowd measures them.
+type rateFigures struct {
+	calls, answered int
+	refused         int // 429s in all
+	refusedAfter    int // 429s that arrived after the first 429 reached its caller
+	throughput      float64
+	waited          bool // some call waited on a refusal (throughput is defined)
+	p50, p95, most  time.Duration
+	idealP95        time.Duration
+	mostAttempts    int
+}
+
+func (f rateFigures) String() string {
+	tput := "— (no 429: no call waited on one)"
+	if f.waited {
+		tput = fmt.Sprintf("%.0f %%", 100*f.throughput)
+	}
+	return fmt.Sprintf("answered %d/%d · 429s %d (%d after the first reached a caller) · throughput while calls waited %s · "+
+		"time to answer p50 %s / p95 %s / max %s, ideal p95 %s (×%.2f) · most attempts by one call %d",
+		f.answered, f.calls, f.refused, f.refusedAfter, tput, fmtDur(f.p50), fmtDur(f.p95), fmtDur(f.most),
+		fmtDur(f.idealP95), float64(f.p95)/float64(f.idealP95), f.mostAttempts)
+}
+
+// unanswered stands for a call that got no answer among times to answer.
+const unanswered = time.Duration(math.MaxInt64)
+
+// fmtDur renders a time to answer.
+func fmtDur(d time.Duration) string {
+	if d == unanswered {
+		return "—"
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+// rateFiguresOf computes a run's figures from the provider's records and
+// the calls' results, the calls having arrived at start.
+func rateFiguresOf(spec fleet.RateSpec, start time.Time, recs []fleet.RateRecord, res []fleet.Result) rateFigures {
+	f := rateFigures{calls: len(res)}
+	times := make([]time.Duration, len(res))
+	for i, r := range res {
+		times[i] = unanswered
+		if r.Status == http.StatusOK && r.Err == "" {
+			f.answered++
+			times[i] = r.End.Sub(r.Start)
+		}
+		f.mostAttempts = max(f.mostAttempts, r.Attempts)
+	}
+	if len(times) > 0 {
+		f.p50, f.p95, f.most = percentile(times, 50), percentile(times, 95), slices.Max(times)
+	}
+	f.idealP95 = percentile(idealTimes(spec, len(res)), 95)
+
+	var firstBack time.Time
+	for _, r := range recs {
+		if !r.Admitted {
+			f.refused++
+			if !r.Cut && (firstBack.IsZero() || r.Left.Before(firstBack)) {
+				firstBack = r.Left
+			}
+		}
+	}
+	for _, r := range recs {
+		if !r.Admitted && !firstBack.IsZero() && r.At.After(firstBack) {
+			f.refusedAfter++
+		}
+	}
+	f.throughput, f.waited = throughputOf(spec, recs)
+	return f
+}
+
+// percentile returns the p-th percentile of times by nearest rank.
+func percentile(times []time.Duration, p int) time.Duration {
+	s := slices.Sorted(slices.Values(times))
+	rank := (p*len(s) + 99) / 100
+	return s[max(rank, 1)-1]
+}
+
+// idealTimes returns each of n calls' time to answer under ideal pacing,
+// all arriving at once: admitted in arrival order as soon as spec allows
+// (a request back in the bucket, full at the start; a slot free), answered
+// spec.Answer later.
+func idealTimes(spec fleet.RateSpec, n int) []time.Duration {
+	adm := make([]time.Duration, n)
+	var full time.Duration // the instant the bucket is full again
+	for i := range adm {
+		if spec.MaxInFlight > 0 {
+			if j := i - spec.MaxInFlight; j >= 0 {
+				adm[i] = adm[j] + spec.Answer
+			}
+			continue
+		}
+		adm[i] = max(0, full-time.Duration(spec.Capacity-1)*spec.Refill)
+		full = max(full, adm[i]) + spec.Refill
+	}
+	for i := range adm {
+		adm[i] += spec.Answer
+	}
+	return adm
+}
+
+// throughputOf returns the share of the limit used while calls waited on
+// it (interop's throughputOf): from the first refusal's arrival to the
+// last admission, the admissions after the first refusal against what the
+// rate allows in that time (a bucket), or the time-averaged requests in
+// flight against the slots (a concurrency limit). It reports false when
+// no request was refused or none admitted after the first refusal.
+func throughputOf(spec fleet.RateSpec, recs []fleet.RateRecord) (float64, bool) {
+	var t0, t1 time.Time
+	refused := false
+	for _, r := range recs {
+		switch {
+		case !r.Admitted && !refused:
+			t0, refused = r.At, true
+		case r.Admitted:
+			t1 = r.At
+		}
+	}
+	if !refused || !t1.After(t0) {
+		return 0, false
+	}
+	window := t1.Sub(t0)
+	if spec.MaxInFlight > 0 {
+		var busy time.Duration
+		for _, r := range recs {
+			if r.Admitted {
+				from, to := r.At, r.Left
+				if from.Before(t0) {
+					from = t0
+				}
+				if to.After(t1) {
+					to = t1
+				}
+				busy += max(0, to.Sub(from))
+			}
+		}
+		return busy.Seconds() / (float64(spec.MaxInFlight) * window.Seconds()), true
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Admitted && r.At.After(t0) {
+			n++
+		}
+	}
+	return float64(n) / (window.Seconds() * spec.Rate()), true
+}
+
+// The figures, on records made up by hand: interop's throughputOf and
+// ideal pacing, over time.Time.
+func TestRateFigures(t *testing.T) {
+	s := time.Second
+	base := time.Now()
+	rec := func(at, left time.Duration, admitted bool) fleet.RateRecord {
+		return fleet.RateRecord{At: base.Add(at), Left: base.Add(left), Admitted: admitted}
+	}
+	bucket, conc := rateScenarios[0].spec, rateScenarios[1].spec
+	for _, tc := range []struct {
+		name   string
+		spec   fleet.RateSpec
+		recs   []fleet.RateRecord
+		want   float64
+		waited bool
+	}{
+		{"a bucket: 2 admitted in the 10 s after the refusal at 0, of a 1/s limit", bucket,
+			[]fleet.RateRecord{rec(0, 2*s, true), rec(0, s/10, false), rec(2*s, 4*s, true), rec(10*s, 12*s, true)}, 0.2, true},
+		{"nothing refused: no call waited", bucket, []fleet.RateRecord{rec(0, 2*s, true)}, 0, false},
+		{"a concurrency limit: busy 2 s + 1 s of 8 slots × 4 s", conc,
+			[]fleet.RateRecord{rec(0, 2*s, true), rec(0, s/10, false), rec(3*s, 5*s, true), rec(4*s, 6*s, true)}, 3.0 / 32, true},
+	} {
+		got, waited := throughputOf(tc.spec, tc.recs)
+		assert.Equal(t, tc.waited, waited, tc.name)
+		assert.InDelta(t, tc.want, got, 1e-9, tc.name)
+	}
+	// Ideal pacing of 102 calls at once: the bucket's 10 at once, then one
+	// a second (the last admitted at 92 s); the concurrency limit's 8 each
+	// 2 s (the last at 24 s). The 95th percentile is the 97th call's.
+	ib, ic := idealTimes(bucket, 102), idealTimes(conc, 102)
+	assert.Equal(t, []time.Duration{2 * s, 2 * s, 94 * s}, []time.Duration{ib[0], ib[9], ib[101]})
+	assert.Equal(t, 3*s, ib[10])
+	assert.Equal(t, []time.Duration{2 * s, 4 * s, 26 * s}, []time.Duration{ic[7], ic[8], ic[101]})
+	assert.Equal(t, 89*s, percentile(ib, 95))
+	assert.Equal(t, 26*s, percentile(ic, 95))
+}
