@@ -92,8 +92,11 @@ func runRateCrowd(t *testing.T, spec rateSpec, arrival rateArrival, c crowdClien
 			}
 		}
 		send := plainChat
-		if spec.style == styleAnthropic || spec.style == styleConcurrency {
+		switch spec.style {
+		case styleAnthropic, styleConcurrency:
 			send = plainMessage
+		case styleOpenAITokens:
+			send = tokenChat
 		}
 		r.errs = make([]error, crowdCalls)
 		r.done = make([]time.Duration, crowdCalls)
@@ -111,6 +114,13 @@ func runRateCrowd(t *testing.T, spec rateSpec, arrival rateArrival, c crowdClien
 		r.recs = prov.records()
 	})
 	return r
+}
+
+// tokenChat sends one chat completion request asking for at most
+// tpmRequestTokens tokens through c and checks the answer: what a token
+// limit charges.
+func tokenChat(ctx context.Context, c *http.Client) error {
+	return sendChat(ctx, c, `{"model":"`+openAIModel+`","max_tokens":`+fmt.Sprint(tpmRequestTokens)+`,"messages":[{"role":"user","content":"Say hello."}]}`)
 }
 
 // plainMessage sends one Anthropic Messages request through c and checks
@@ -149,10 +159,11 @@ func plainMessage(ctx context.Context, c *http.Client) error {
 
 // idealAdmissions returns when each call, arriving at arrivals (in order),
 // is admitted when the calls are admitted in arrival order at the limit's
-// rate, as early as spec allows: through a bucket full at the start, the
-// call's arrival or the instant a request is back, whichever is later;
-// under a concurrency limit, its arrival or the answer of the call
-// maxInFlight places ahead of it, whichever is later.
+// rate, as early as spec allows: through a bucket full at the start
+// (counted in requests: burst of them, one back every every), the call's
+// arrival or the instant a request is back, whichever is later; under a
+// concurrency limit, its arrival or the answer of the call maxInFlight
+// places ahead of it, whichever is later.
 func idealAdmissions(spec rateSpec, arrivals []time.Duration) []time.Duration {
 	adm := make([]time.Duration, len(arrivals))
 	var full time.Duration // the instant the bucket is full again
@@ -164,8 +175,8 @@ func idealAdmissions(spec rateSpec, arrivals []time.Duration) []time.Duration {
 			}
 			continue
 		}
-		adm[i] = max(a, full-time.Duration(spec.capacity-1)*spec.refill)
-		full = max(full, adm[i]) + spec.refill
+		adm[i] = max(a, full-time.Duration(spec.burst()-1)*spec.every())
+		full = max(full, adm[i]) + spec.every()
 	}
 	return adm
 }
@@ -566,7 +577,7 @@ figures themselves are checked against a hand computation
 func TestRateLimitIdeal(t *testing.T) {
 	s := time.Second
 	ms := time.Millisecond
-	bucket, conc := rateSpecs[0], rateSpecs[2]
+	bucket, conc := rateSpecByID("openai"), rateSpecByID("concurrency")
 	together, spread := rateArrivals[0].arrivals(crowdCalls), rateArrivals[1].arrivals(crowdCalls)
 
 	// A bucket of 10 refilled 1/s, all at once: 10 at 0, then call k
@@ -599,6 +610,25 @@ func TestRateLimitIdeal(t *testing.T) {
 	assert.Equal(t, []time.Duration{2 * s, 2100 * ms}, adm[8:10])
 	tt = idealTimes(conc, spread)
 	assert.Equal(t, []time.Duration{9200 * ms, 15200 * ms, 16400 * ms}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)})
+
+	// The token limit, 20 requests of 1,000 tokens and one back every
+	// 3 s: all at once, call k ≥ 20 (from 0) at 3(k − 19) s.
+	tpm := rateSpecByID("tpm")
+	adm = idealAdmissions(tpm, together)
+	assert.Equal(t, slices.Repeat([]time.Duration{0}, 20), adm[:20])
+	assert.Equal(t, []time.Duration{3 * s, 6 * s}, adm[20:22])
+	assert.Equal(t, 240*s, adm[99])
+	tt = idealTimes(tpm, together)
+	assert.Equal(t, []time.Duration{92 * s, 227 * s, 242 * s}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)})
+	// Over 10 s: calls 0–19 find their tokens (20 × 1,000 in the bucket
+	// at the start, the 20th arriving at 1.9 s); call k ≥ 20 is admitted
+	// at 3(k − 19) s and answers 2.9k − 55 s after it arrived.
+	adm = idealAdmissions(tpm, spread)
+	assert.Equal(t, spread[:20], adm[:20])
+	assert.Equal(t, 3*s, adm[20])
+	assert.Equal(t, 240*s, adm[99])
+	tt = idealTimes(tpm, spread)
+	assert.Equal(t, []time.Duration{87100 * ms, 217600 * ms, 232100 * ms}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)})
 
 	// Nearest rank, and a call with no answer sorts last.
 	assert.Equal(t, 3*s, percentile([]time.Duration{4 * s, 1 * s, 3 * s, 2 * s}, 75))
