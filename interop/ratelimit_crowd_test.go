@@ -719,17 +719,24 @@ func TestRateLimitIdeal(t *testing.T) {
 }
 
 // TestRateLimitCrowd is issue 19's measurement: every client against every
-// limit and arrival. It prints the table; with LLMRETRY_WRITE_TABLE=1 it
-// writes docs/ratelimit.md:
+// limit and arrival. It prints the table and draws the pacing picture;
+// with LLMRETRY_WRITE_TABLE=1 it writes docs/ratelimit.md and
+// docs/pacing.svg:
 //
 //	cd interop && LLMRETRY_WRITE_TABLE=1 go test -run TestRateLimitCrowd -count=1 .
 func TestRateLimitCrowd(t *testing.T) {
 	cells := runRateCells(t)
 	t.Log("\n" + renderRateTable(cells) + "\n" + renderRateTargets(cells))
+	pic, err := pacingPictureOf(cells)
+	require.NoError(t, err)
+	svg := renderPacing(pic)
+	pacingAsserts(t, pic, svg)
 	if os.Getenv(writeTableEnv) == "1" {
-		path := filepath.Join("..", "docs", "ratelimit.md")
-		require.NoError(t, os.WriteFile(path, []byte(renderRateDoc(cells)), 0o644))
-		t.Logf("wrote %s", path)
+		for name, text := range map[string]string{"ratelimit.md": renderRateDoc(cells), "pacing.svg": svg} {
+			path := filepath.Join("..", "docs", name)
+			require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+			t.Logf("wrote %s", path)
+		}
 	}
 
 	for _, c := range cells {
