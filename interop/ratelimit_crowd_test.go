@@ -582,6 +582,8 @@ which is full at the start; a slot is free), answered ` + fmtDur(genTime) + ` la
 	b.WriteString("## Today's figures\n\n")
 	b.WriteString(renderRateTable(cells))
 	b.WriteString(`
+![The first OpenAI request bucket rows drawn: the calls admitted over time under ideal pacing, through one coordinated Transport with the host policy (its first run) and through a Transport per call, with the 429s each met per second](pacing.svg)
+
 **Reading it.** The 429s a coordinated Transport meets come from its
 releases, not from ignorance of the wait: every 429 here now states one
 (the message's words, ` + "`retry-after`" + `, or OpenRouter's reset instant), that
