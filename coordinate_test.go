@@ -463,11 +463,13 @@ func TestCoordinatedKeysAreHostAndCredential(t *testing.T) {
 
 func TestCoordinatedRetryBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// 429 without a server wait, taking 500 ms each, for a minute: the
-		// key is never down, so each call retries on its own schedule
-		// (every second), within the budget: max(3, 0.2 × 40) = 8.
+		// 408 (a retryable answer that is neither an outage nor a rate
+		// limit), taking 500 ms each, for a minute: the key is never down,
+		// so each call retries on its own schedule (every second), within
+		// the budget: max(3, 0.2 × 40) = 8. (A 429 with many calls in
+		// flight limits them instead: TestCoordinatedInFlightLimit.)
 		const calls = 40
-		p := newFlaky(fail(429), 0, window{0, time.Minute})
+		p := newFlaky(fail(408), 0, window{0, time.Minute})
 		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if err := sleep(req.Context(), 500*time.Millisecond); err != nil {
 				return nil, err
@@ -504,7 +506,7 @@ func TestCoordinatedRetryBudget(t *testing.T) {
 		h.mu.Unlock()
 
 		// Without coordination, every call retries every second.
-		p2 := newFlaky(fail(429), 0, window{0, time.Minute})
+		p2 := newFlaky(fail(408), 0, window{0, time.Minute})
 		base2 := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if err := sleep(req.Context(), 500*time.Millisecond); err != nil {
 				return nil, err
@@ -616,6 +618,10 @@ func TestDownErrorText(t *testing.T) {
 			"llmretry: provider x.test down for 1m0s and asking to wait 1s more: held 0s, could wait no longer"},
 		{"budget", DownError{Key: "x.test", Reason: HoldBudget, Waited: time.Second, Last: &failedStatus{code: 429}},
 			"llmretry: provider x.test: retry budget spent: held 1s, could wait no longer; last failure: status 429"},
+		{"paced", DownError{Key: "x.test", Reason: HoldPaced, Until: since, Left: 30 * time.Second},
+			"llmretry: provider x.test paced under a rate limit, its turn 30s away: held 0s, could wait no longer"},
+		{"at the limit on calls in flight", DownError{Key: "x.test", Reason: HoldInFlight, Waited: 4 * time.Second, Last: &failedStatus{code: 429}},
+			"llmretry: provider x.test: at the limit on calls in flight: held 4s, could wait no longer; last failure: status 429"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, tc.e.Error())

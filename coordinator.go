@@ -32,6 +32,8 @@ type coordinator struct {
 	local    *memStore    // the fallback while shared fails; nil if shared is in-process
 	fallback atomic.Int64 // until when (Unix ns) the fallback is used for every key
 	maxWait  atomic.Int64 // the longest server wait its calls' policies honour (ns)
+	horizon  atomic.Int64 // the longest time its calls may wait for a send (ns)
+	own      bool         // the store is this coordinator's own: its counts are the whole fleet's
 
 	keys      sync.Map     // keyID → *keyState
 	names     sync.Map     // the store's key name → *keyState, for notices
@@ -61,7 +63,7 @@ const downFor = 3
 func newCoordinator(cfg Coordination) (*coordinator, func()) {
 	co := &coordinator{cfg: cfg, seed: maphash.MakeSeed(), owner: randomName()}
 	if cfg.Store == nil {
-		co.shared = newMemStore(sweepEvery)
+		co.shared, co.own = newMemStore(sweepEvery), true
 	} else {
 		co.shared = cfg.Store
 		co.local = newMemStore(sweepEvery)
@@ -100,8 +102,11 @@ type keyState struct {
 
 	fallback atomic.Int64 // until when (Unix ns) the key uses the in-process fallback
 
-	calls inflight     // calls inside RoundTrip; closed once swept
-	woken atomic.Int64 // held calls woken, ever: what a change costs
+	calls   inflight     // calls inside RoundTrip; closed once swept
+	sending inflight     // attempts in flight (sent, no result yet); never closed
+	leased  atomic.Int32 // of those, the ones holding a send lease
+	cost    atomic.Int64 // tokens one request is known to take (0: unknown)
+	woken   atomic.Int64 // held calls woken, ever: what a change costs
 
 	mu      sync.Mutex // guards waiters and cand
 	waiters []*waiter  // calls held at the gate
@@ -297,17 +302,29 @@ func (co *coordinator) noticed(name string, now time.Time) (Facts, bool) {
 // change concerns: all of them when the key is free, else the one that
 // probes next.
 func (co *coordinator) learnt(k *keyState, f Facts, now time.Time) {
+	was := k.view.Load()
 	if !k.learn(f, now) {
 		return
 	}
 	free := !f.Down(now) && !f.Waiting(now)
+	capped := f.Capped(now)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if free {
+		// Calls waiting for room under a limit on calls in flight are
+		// woken by room (below), not by every change.
+		n := 0
 		for _, w := range k.waiters {
-			w.signal()
+			if w.gate != gateInFlight || !capped {
+				w.signal()
+				n++
+			}
 		}
-		k.woken.Add(int64(len(k.waiters)))
+		k.woken.Add(int64(n))
+		if capped && was != nil && f.InFlight < was.InFlight {
+			// Send leases ended (here or elsewhere): room for as many.
+			k.wakeRoomLocked(was.InFlight - f.InFlight)
+		}
 		return
 	}
 	if k.cand != nil {
@@ -429,7 +446,72 @@ func (co *coordinator) clamp(f Facts, now time.Time) Facts {
 		f.WaitUntil = time.Time{}
 	}
 	f.Retries = max(f.Retries, 0)
+	// A pace: no wait for one request longer than any call honours, no
+	// bucket beyond maxBurst, no full instant beyond the longest any call
+	// of this process waits for a send.
+	wait := max(time.Duration(co.maxWait.Load()), DefaultMaxRetryAfter)
+	if f.Every <= 0 || f.Every > wait || f.Burst <= 0 || f.Burst > maxBurst {
+		f.Burst, f.Every, f.Full = 0, 0, time.Time{}
+	} else if lim := now.Add(max(time.Duration(co.horizon.Load()), wait) + f.Every); f.Full.After(lim) {
+		f.Full = lim
+	}
+	// A limit on calls in flight: none above maxBurst, no cut in the
+	// future, no life longer than this process gives one.
+	if f.MaxInFlight <= 0 || f.MaxInFlight > maxBurst {
+		f.MaxInFlight, f.Grow, f.CutAt, f.CapUntil = 0, 0, time.Time{}, time.Time{}
+	} else {
+		f.Grow = min(max(f.Grow, co.growStep(false)), co.growStep(true))
+		if f.CutAt.After(now) {
+			f.CutAt = now
+		}
+		if lim := now.Add(capLifeMul * iv); f.CapUntil.After(lim) {
+			f.CapUntil = lim
+		}
+	}
+	f.InFlight = max(f.InFlight, 0)
 	return f
+}
+
+// Growth of a limit on calls in flight (see capNow): one more call each
+// growFast (ProbeInterval/5) while the limit was learnt from one process's
+// count, which may be a fleet's part, and each growSlow (6 ×
+// ProbeInterval) once it was counted across the fleet. A limit lapses
+// capLife (12 × ProbeInterval) after the last 429 that cut it.
+const (
+	growFastDiv = 5
+	growSlowMul = 6
+	capLifeMul  = 12
+)
+
+// growStep is how long a limit on calls in flight takes to grow by one:
+// slowly once it was counted across the fleet (counted), fast while it
+// may be one process's part of the fleet's count. Growing back is how a
+// limit learnt too low, or one the provider raised, is found again: each
+// step past the provider's limit costs one 429, which cuts it back.
+func (co *coordinator) growStep(counted bool) time.Duration {
+	if counted {
+		return growSlowMul * co.cfg.ProbeInterval
+	}
+	return max(co.cfg.ProbeInterval/growFastDiv, time.Millisecond)
+}
+
+// nextGrowth returns when the key's limit on calls in flight grows next
+// (the zero time if it does not).
+func nextGrowth(f Facts, now time.Time) time.Time {
+	if f.Grow <= 0 || now.Before(f.CutAt) {
+		return time.Time{}
+	}
+	return f.CutAt.Add((now.Sub(f.CutAt)/f.Grow + 1) * f.Grow)
+}
+
+// reaches notes that a call may wait up to d for a send.
+func (co *coordinator) reaches(d time.Duration) {
+	for {
+		old := co.horizon.Load()
+		if int64(d) <= old || co.horizon.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
 }
 
 // probeGap returns the time until the next probe: ProbeInterval, less a

@@ -386,6 +386,45 @@ func TestCoordinatedClampsFacts(t *testing.T) {
 	assert.Equal(t, w, co.clamp(Facts{WaitUntil: w}, now).WaitUntil)
 }
 
+// A pace and a limit on calls in flight read from a shared store are
+// clamped as this process would have written them: no wait for one request
+// longer than any call honours (read as no pace), no full instant beyond
+// the longest any of its calls waits for a send, no limit above maxBurst
+// (read as none), no cut in the future, no life longer than its own, a
+// growth between its two steps, no negative count.
+func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
+	co, stop := newCoordinator(Coordination{ProbeInterval: time.Second}.resolved())
+	defer stop()
+	now := time.Now()
+	far := now.Add(10 * 365 * 24 * time.Hour)
+	wait := DefaultMaxRetryAfter
+
+	f := co.clamp(Facts{Burst: 10, Every: 10 * 365 * 24 * time.Hour, Full: far}, now)
+	assert.Zero(t, f.Every, "a pace slower than any call honours is none")
+	assert.True(t, f.Full.IsZero())
+	f = co.clamp(Facts{Burst: 10, Every: time.Second, Full: far}, now)
+	assert.Equal(t, now.Add(wait+time.Second), f.Full, "full no further than any call reaches")
+	co.reaches(time.Hour)
+	f = co.clamp(Facts{Burst: 10, Every: time.Second, Full: far}, now)
+	assert.Equal(t, now.Add(time.Hour+time.Second), f.Full)
+	assert.Zero(t, co.clamp(Facts{Burst: -1, Every: time.Second, Full: far}, now).Every, "a negative burst is no pace")
+	assert.Zero(t, co.clamp(Facts{Burst: maxBurst + 1, Every: time.Second, Full: far}, now).Every)
+
+	f = co.clamp(Facts{MaxInFlight: 1 << 40, CapUntil: far, CutAt: far, Grow: time.Nanosecond}, now)
+	assert.Zero(t, f.MaxInFlight, "a limit no provider has is none")
+	assert.True(t, f.CapUntil.IsZero())
+	f = co.clamp(Facts{MaxInFlight: 8, CapUntil: far, CutAt: far, Grow: time.Nanosecond, InFlight: -5}, now)
+	assert.Equal(t, 8, f.MaxInFlight)
+	assert.Equal(t, now, f.CutAt)
+	assert.Equal(t, now.Add(capLifeMul*time.Second), f.CapUntil)
+	assert.Equal(t, co.growStep(false), f.Grow)
+	assert.Zero(t, f.InFlight)
+	f = co.clamp(Facts{MaxInFlight: 8, CapUntil: now.Add(time.Minute), CutAt: now, Grow: 100 * time.Hour}, now)
+	assert.Equal(t, co.growStep(true), f.Grow)
+	assert.Equal(t, 8, f.Cap(now.Add(co.growStep(true)-1)))
+	assert.Equal(t, 9, f.Cap(now.Add(co.growStep(true))), "not so slow it never grows")
+}
+
 // deafStore hears no notice (its subscription was silently dropped) until
 // reconnect, which says, as a store that made its subscription again says,
 // that notices may have been lost.

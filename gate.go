@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -34,6 +35,12 @@ type coordCall struct {
 	probeSent time.Time // when it went
 	wasProbe  bool      // the latest attempt went as the probe
 	retry     string    // the retry lease of a budgeted retry in flight
+	send      string    // the send lease of an attempt under a limit on calls in flight
+	leased    bool      // the latest attempt went under a send lease
+	sentAt    time.Time // when the latest attempt went
+	sending   int       // its stripe of the key's count of attempts in flight
+	counted   bool      // the latest attempt is counted in flight (begun, not ended)
+	notBefore time.Time // the call's own server wait: its next attempt goes no sooner
 }
 
 // join makes c's part in the coordination of req's key.
@@ -42,15 +49,30 @@ func (co *coordinator) join(req *http.Request, p *Policy) *coordCall {
 	if int64(p.MaxRetryAfter) > co.maxWait.Load() {
 		co.honours(p.MaxRetryAfter)
 	}
+	reach := retryLease
+	if d, ok := req.Context().Deadline(); ok {
+		reach = time.Until(d)
+	}
+	if int64(reach) > co.horizon.Load() {
+		co.reaches(reach)
+	}
 	return &coordCall{co: co, k: k, stripe: stripe, req: req, p: p}
 }
 
 // leave ends the call's part: it releases what it still holds (a probe
 // sent without a result, after a panic say) and leaves the key.
 func (cc *coordCall) leave() {
-	if cc.probe != "" || cc.retry != "" {
+	if cc.counted {
+		// Its base panicked: the attempt is over all the same.
+		cc.counted = false
+		cc.k.sending.leave(cc.sending)
+	}
+	if cc.probe != "" || cc.retry != "" || cc.send != "" {
+		if cc.send != "" {
+			cc.k.leased.Add(-1)
+		}
 		now := time.Now()
-		for _, h := range [...]string{cc.probe, cc.retry} {
+		for _, h := range [...]string{cc.probe, cc.retry, cc.send} {
 			if h != "" {
 				cc.co.use(cc.req.Context(), cc.k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
 					f, err := s.Release(ctx, cc.k.name, h, now)
@@ -58,8 +80,9 @@ func (cc *coordCall) leave() {
 				})
 			}
 		}
-		cc.probe, cc.retry = "", ""
+		cc.probe, cc.retry, cc.send = "", "", ""
 		cc.k.wakeBudget()
+		cc.k.wakeRoom(1)
 	}
 	cc.k.calls.leave(cc.stripe)
 }
@@ -69,6 +92,9 @@ func (cc *coordCall) admitFirst(ctx context.Context) error {
 	if cc.k.quiet() && !cc.co.stale(cc.k) {
 		return nil
 	}
+	if !cc.co.stale(cc.k) && cc.k.facts(time.Now()) == (Facts{}) {
+		return nil // its facts lapsed: quiet again, with no store call
+	}
 	cc.co.refresh(ctx, cc.k)
 	if cc.k.quiet() {
 		return nil
@@ -77,23 +103,106 @@ func (cc *coordCall) admitFirst(ctx context.Context) error {
 	return cc.admit(ctx, lim, 1, false, cc.p.retryLimit(lim.hasDeadline())+1)
 }
 
-// answered tells the key that the call's first attempt got an answer;
-// a key known to be quiet need not hear it.
-func (cc *coordCall) answered(ctx context.Context) {
+// answered tells the key that the call's first attempt got an answer,
+// resp; a key known to be quiet need not hear it, unless resp says a rate
+// limit is spent.
+func (cc *coordCall) answered(ctx context.Context, resp *http.Response) {
 	if cc.probe == "" && cc.k.quiet() {
+		if _, spent := spentPace(resp.Header, cc.sentAt, cc.k.cost.Load()); !spent {
+			return
+		}
+	}
+	cc.report(ctx, outcome{ev: ProviderUp, header: resp.Header, status: resp.StatusCode, ownWait: -1, now: time.Now()})
+}
+
+// begin counts an attempt about to be sent on the key.
+func (cc *coordCall) begin() {
+	cc.sending, _ = cc.k.sending.enter()
+	cc.sentAt, cc.counted = time.Now(), true
+}
+
+// end counts the attempt begun last as over (its result, resp or nil, is
+// in), ends its send lease, if any, and lets a call waiting for room go. A
+// stream sent under a send lease stays in flight until its body is done
+// (read to its end, failed or closed): a provider counts its connection
+// until its last byte.
+func (cc *coordCall) end(ctx context.Context, resp *http.Response) {
+	if cc.send != "" && resp != nil && isEventStream(resp) {
+		resp.Body = &leasedBody{ReadCloser: resp.Body, ctx: context.WithoutCancel(ctx), co: cc.co, k: cc.k, holder: cc.send, stripe: cc.sending}
+		cc.send, cc.counted, cc.leased = "", false, true
 		return
 	}
-	cc.report(ctx, ProviderUp, "", 0, false, -1, time.Now())
+	cc.k.sending.leave(cc.sending)
+	cc.counted = false
+	cc.leased = cc.send != ""
+	if !cc.leased {
+		if !cc.k.quiet() {
+			cc.k.wakeRoom(1)
+		}
+		return
+	}
+	holder := cc.send
+	cc.send = ""
+	cc.co.release(ctx, cc.k, holder)
+}
+
+// release ends the send lease holder held on k, and lets a call waiting
+// for room go.
+func (co *coordinator) release(ctx context.Context, k *keyState, holder string) {
+	k.leased.Add(-1)
+	now := time.Now()
+	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		f, err := s.Release(ctx, k.name, holder, now)
+		return f, true, err
+	})
+	k.wakeRoom(1)
+}
+
+// leasedBody is the body of a stream sent under a send lease: the attempt
+// stays counted in flight, and its lease held, until the body is done.
+type leasedBody struct {
+	io.ReadCloser
+	ctx    context.Context // the call's values, without its cancellation
+	co     *coordinator
+	k      *keyState
+	holder string
+	stripe int
+	done   atomic.Bool
+}
+
+// Read reads the stream; its end or failure ends the lease.
+func (b *leasedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.finish()
+	}
+	return n, err
+}
+
+// Close closes the stream and ends the lease.
+func (b *leasedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.finish()
+	return err
+}
+
+// finish ends the lease, once.
+func (b *leasedBody) finish() {
+	if b.done.CompareAndSwap(false, true) {
+		b.k.sending.leave(b.stripe)
+		b.co.release(b.ctx, b.k, b.holder)
+	}
 }
 
 // waiter is a call held at its key's gate, as the key's list sees it.
 // left and since rank it for the probe; the key's mu guards its place in
 // the list.
 type waiter struct {
-	wake  chan struct{} // one slot: a wake-up is never lost, never blocks
-	left  int           // attempts it may still send
-	since time.Time     // when it was first held
-	gate  gate          // what holds it; under the key's mu
+	wake   chan struct{} // one slot: a wake-up is never lost, never blocks
+	left   int           // attempts it may still send
+	since  time.Time     // when it was first held
+	gate   gate          // what holds it; under the key's mu
+	roomed bool          // woken for room and not yet back at the gate; under the key's mu
 }
 
 // signal wakes w.
@@ -154,8 +263,41 @@ func (k *keyState) unregister(w *waiter) {
 func (k *keyState) candidate(w *waiter, g gate) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	w.gate = g
+	w.gate, w.roomed = g, false
 	return k.cand == w
+}
+
+// unleased returns how many of this process's attempts on the key are in
+// flight without a send lease. (A lease is taken just before its attempt
+// is counted, and ended just after: the difference may read -1 between.)
+func (k *keyState) unleased() int {
+	return max(0, int(k.sending.load()-k.leased.Load()))
+}
+
+// wakeRoom wakes the n calls held longest for room under the key's limit
+// on calls in flight.
+func (k *keyState) wakeRoom(n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.wakeRoomLocked(n)
+}
+
+// wakeRoomLocked is wakeRoom with k.mu held.
+func (k *keyState) wakeRoomLocked(n int) {
+	for ; n > 0; n-- {
+		var oldest *waiter
+		for _, w := range k.waiters {
+			if w.gate == gateInFlight && !w.roomed && (oldest == nil || w.since.Before(oldest.since)) {
+				oldest = w
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		oldest.roomed = true
+		oldest.signal()
+		k.woken.Add(1)
+	}
 }
 
 // held reports whether calls are held on the key.
@@ -180,11 +322,13 @@ func (k *keyState) wakeBudget() {
 type gate int
 
 const (
-	gateOpen   gate = iota // send
-	gateProbe              // send, as the probe, if the lease is granted
-	gateDown               // hold: the key is down
-	gateWait               // hold: the server's wait is not over
-	gateBudget             // hold: the retry budget is spent
+	gateOpen     gate = iota // send
+	gateProbe                // send, as the probe, if the lease is granted
+	gateDown                 // hold: the key is down
+	gateWait                 // hold: the server's wait is not over
+	gateBudget               // hold: the retry budget is spent
+	gatePace                 // send at the slot the key's pace grants, or hold
+	gateInFlight             // hold: the key's calls in flight are at its limit
 )
 
 // admit holds the call's next attempt (number n; retry: not its first)
@@ -269,6 +413,8 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 					wake = earlier(wake, now.Add(iv))
 				}
 			}
+		case f.Paced(now) || f.Capped(now):
+			g = gatePace
 		case budget > 0 && !exempt:
 			g = gateBudget
 		}
@@ -325,6 +471,15 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 				return nil
 			}
 			wake = now.Add(iv) // a retry elsewhere may end
+		case gatePace:
+			done, err := cc.takeSend(ctx, f, now, latest, n, &h)
+			if done {
+				return err
+			}
+			// No room under the limit on calls in flight: held until a
+			// call ends (here, or a notice from elsewhere), the limit
+			// grows, or the next re-check.
+			g, wake = gateInFlight, earlier(now.Add(iv), nextGrowth(f, now))
 		}
 
 		// Held.
@@ -377,6 +532,73 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 	}
 }
 
+// takeSend asks the key's store for the call's next send under its pace
+// or its limit on calls in flight (see gatePace), at now, with *h the hold
+// in progress. It reports done when the call goes (err nil, after
+// sleeping to its slot) or cannot wait (err says why); not done when the
+// limit on calls in flight leaves no room.
+func (cc *coordCall) takeSend(ctx context.Context, f Facts, now, latest time.Time, n int, h **holding) (bool, error) {
+	k := cc.k
+	limit := 0
+	if f.Capped(now) {
+		// The attempts this process has in flight without a lease count
+		// against the limit too (sent before the limit was learnt).
+		limit = f.Cap(now) - k.unleased()
+		if limit <= 0 {
+			return false, nil
+		}
+	}
+	holder := cc.co.holder()
+	until := latest
+	if until.IsZero() {
+		until = now.Add(retryLease)
+	}
+	var slot time.Time
+	granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		f, at, ok, err := s.TakeSend(ctx, k.name, Lease{Holder: holder, At: now, Until: until}, limit)
+		slot = at
+		return f, ok, err
+	})
+	switch {
+	case granted:
+		if limit > 0 {
+			cc.send = holder
+			k.leased.Add(1)
+		}
+		at := later(slot, cc.notBefore)
+		if at.After(now) {
+			if *h == nil {
+				*h = cc.beginHold(gatePace, now, n)
+			}
+			if err := sleep(ctx, at.Sub(now)); err != nil {
+				(*h).end(HoldCanceled)
+				return true, err
+			}
+		}
+		(*h).end(HoldReleased)
+		return true, nil
+	case slot.IsZero():
+		return false, nil
+	case latest.IsZero():
+		// No deadline: wait for the slot to come within reach.
+		if err := sleep(ctx, slot.Sub(now)-retryLease/2); err != nil {
+			if *h != nil {
+				(*h).end(HoldCanceled)
+			}
+			return true, err
+		}
+		return cc.takeSend(ctx, k.facts(time.Now()), time.Now(), latest, n, h)
+	}
+	// The slot is past the last instant the call may send.
+	if *h == nil {
+		*h = cc.beginHold(gatePace, now, n)
+	}
+	(*h).end(HoldGaveUp)
+	d := cc.downError(f, gatePace, now, (*h).Start)
+	d.Until, d.Left = slot, slot.Sub(now)
+	return true, d
+}
+
 // retryLease is the longest a retry lease lasts without being released:
 // the retry's own attempt, at most.
 const retryLease = 10 * time.Minute
@@ -396,26 +618,39 @@ func (cc *coordCall) sent() {
 	cc.k.wakeBudget()
 }
 
+// outcome is what one attempt's result says, for report.
+type outcome struct {
+	ev         Evidence
+	reason     string        // the failure's kind (see Facts.Reason)
+	serverWait time.Duration // the wait the server asked for, if hasWait
+	hasWait    bool
+	ownWait    time.Duration // the call's own wait before its retry; negative: none follows
+	header     http.Header   // the response's headers; nil if none
+	status     int           // its status (a stream's first event's); 0 if none
+	now        time.Time
+}
+
 // report tells the key what the call's latest attempt says of the
-// provider (ev, with the failure's kind, and the wait the server asked
-// for), and returns whether the call's next attempt will be held by the
-// key's state. ownWait is the wait the call's own schedule would take
-// before its retry (negative: none follows); a first failure on a key
-// that was up is probed no later than that. Only what changes a fact
-// reaches the store: an answer from a key known to be up costs nothing.
-func (cc *coordCall) report(ctx context.Context, ev Evidence, reason string, serverWait time.Duration, hasServerWait bool, ownWait time.Duration, now time.Time) bool {
-	k := cc.k
-	r := Report{At: now, Evidence: ev, Prober: cc.probe}
+// provider, and returns whether the call's next attempt will be held by
+// the key's state. A first failure on a key that was up is probed no later
+// than the call's own schedule would retry it. A response that says a
+// published rate limit is spent paces the key; a 429 that does not, with
+// other calls in flight, limits the key's calls in flight. Only what
+// changes a fact reaches the store: an answer from a key known to be up
+// costs nothing.
+func (cc *coordCall) report(ctx context.Context, o outcome) bool {
+	k, now := cc.k, o.now
+	r := Report{At: now, Evidence: o.ev, Prober: cc.probe}
 	cc.probe = ""
 	f := k.facts(now)
-	if ev == ProviderDown {
-		r.Reason, r.DownFor = reason, downFor*cc.co.cfg.ProbeInterval
+	if o.ev == ProviderDown {
+		r.Reason, r.DownFor = o.reason, downFor*cc.co.cfg.ProbeInterval
 		gap := cc.co.probeGap()
-		if r.Prober == "" && !f.Down(now) && ownWait >= 0 && ownWait < gap {
+		if r.Prober == "" && !f.Down(now) && o.ownWait >= 0 && o.ownWait < gap {
 			// One blip is not an outage: the first failure on a key that
 			// was up is probed when the failing call's own schedule
 			// would retry it, not a probe interval later.
-			gap = ownWait
+			gap = o.ownWait
 		}
 		r.NextProbe = now.Add(gap)
 		if r.Prober != "" {
@@ -424,17 +659,39 @@ func (cc *coordCall) report(ctx context.Context, ev Evidence, reason string, ser
 			r.NextProbe = cc.probeSent.Add(cc.co.probeGap())
 		}
 	}
-	if hasServerWait && serverWait > 0 && serverWait <= cc.p.MaxRetryAfter {
-		r.WaitUntil, r.Reason = now.Add(serverWait), reason
+	pc, spent := spentPace(o.header, cc.sentAt, k.cost.Load())
+	if spent && pc.full.Add(-time.Duration(pc.burst-1)*pc.every).Sub(cc.sentAt) > cc.p.MaxRetryAfter {
+		spent = false // a request back later than the call honours: not a pace for it
 	}
-	if r.Prober != "" || ev == ProviderDown || !r.WaitUntil.IsZero() || ev == ProviderUp && f.Down(now) {
+	if spent && (!f.Paced(now) || pc.full.After(f.Full)) {
+		// News: the key is not paced yet, or the provider counts more
+		// than its pace does (other clients of the key, say).
+		r.Burst, r.Every, r.Full = pc.burst, pc.every, pc.full
+	}
+	if o.status == http.StatusTooManyRequests && !spent {
+		// Refused with no published limit spent: the calls in flight
+		// are too many. Those of this process without a lease, and every
+		// lease of the fleet's.
+		inFlight := k.unleased() + f.InFlight
+		if inFlight >= 2 {
+			r.MaxInFlight, r.CapUntil = inFlight, now.Add(capLifeMul*cc.co.cfg.ProbeInterval)
+			r.Grow = cc.co.growStep(cc.co.own || cc.leased)
+		}
+	}
+	if o.hasWait && o.serverWait > 0 && o.serverWait <= cc.p.MaxRetryAfter && !spent {
+		// A pace, not the whole key, holds the calls after a spent limit;
+		// this call's own wait still holds it (notBefore).
+		r.WaitUntil, r.Reason = now.Add(o.serverWait), o.reason
+	}
+	if r.Prober != "" || o.ev == ProviderDown || !r.WaitUntil.IsZero() || o.ev == ProviderUp && f.Down(now) ||
+		r.Every > 0 || r.MaxInFlight > 0 {
 		cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
 			f, err := s.Report(ctx, k.name, r)
 			return f, true, err
 		})
 		f = k.facts(now)
 	}
-	return f.Down(now) || f.Waiting(now)
+	return f.Down(now) || f.Waiting(now) || f.Paced(now) || f.Capped(now)
 }
 
 // reasonOf names the kind of a failed attempt's result for the key's

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -335,4 +337,367 @@ func TestCoordinatedBlipRetriesOnItsOwnSchedule(t *testing.T) {
 			})
 		})
 	}
+}
+
+// bucket is an in-memory provider enforcing a request bucket the way
+// OpenAI does: capacity requests, one back each refill (kept as the
+// instant the bucket is full again), x-ratelimit-*-requests on every
+// response, and a 429 without Retry-After whose message states the wait
+// until one request is back. An admitted request is answered gen after it
+// arrives, a refused one at once. It starts no goroutine.
+type bucket struct {
+	start    time.Time
+	capacity int
+	refill   time.Duration
+	gen      time.Duration
+
+	mu       sync.Mutex
+	full     time.Time
+	admitted []time.Duration // arrivals, since start
+	refused  []time.Duration
+}
+
+func newBucket(capacity int, refill, gen time.Duration) *bucket {
+	now := time.Now()
+	return &bucket{start: now, full: now, capacity: capacity, refill: refill, gen: gen}
+}
+
+func (b *bucket) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	now := time.Now()
+	b.mu.Lock()
+	ok := !b.full.After(now.Add(time.Duration(b.capacity-1) * b.refill))
+	if ok {
+		b.full = later(b.full, now).Add(b.refill)
+		b.admitted = append(b.admitted, now.Sub(b.start))
+	} else {
+		b.refused = append(b.refused, now.Sub(b.start))
+	}
+	untilFull := max(0, b.full.Sub(now))
+	remaining := b.capacity - int((untilFull+b.refill-1)/b.refill)
+	untilOne := max(0, untilFull-time.Duration(b.capacity-1)*b.refill)
+	b.mu.Unlock()
+	h := http.Header{"Content-Type": {"application/json"}}
+	h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(b.capacity))
+	h.Set("X-Ratelimit-Remaining-Requests", strconv.Itoa(remaining))
+	h.Set("X-Ratelimit-Reset-Requests", untilFull.String())
+	if !ok {
+		body := fmt.Sprintf(`{"error":{"message":"Rate limit reached for requests. Please try again in %v.","type":"requests","code":"rate_limit_exceeded"}}`, untilOne)
+		return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1, Request: req}, nil
+	}
+	if err := sleep(req.Context(), b.gen); err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), ContentLength: -1, Request: req}, nil
+}
+
+// refusedAfter returns how many requests were refused after at.
+func (b *bucket) refusedAfter(at time.Duration) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, r := range b.refused {
+		if r > at {
+			n++
+		}
+	}
+	return n
+}
+
+// slots is an in-memory provider enforcing a limit on requests in flight
+// the way Anthropic does: the one over it is refused at once with 429
+// "Number of concurrent connections has exceeded your rate limit" and
+// retry-after: 1; an admitted one is answered gen after it arrives.
+type slots struct {
+	start time.Time
+	max   int
+	gen   time.Duration
+
+	mu       sync.Mutex
+	inFlight int
+	most     int             // the most in flight at once
+	refused  []time.Duration // arrivals, since start
+}
+
+func (s *slots) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	s.mu.Lock()
+	if s.inFlight >= s.max {
+		s.refused = append(s.refused, time.Since(s.start))
+		s.mu.Unlock()
+		body := `{"type":"error","error":{"type":"rate_limit_error","message":"Number of concurrent connections has exceeded your rate limit."}}`
+		return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: http.Header{"Retry-After": {"1"}, "Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1, Request: req}, nil
+	}
+	s.inFlight++
+	s.most = max(s.most, s.inFlight)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	if err := sleep(req.Context(), s.gen); err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), ContentLength: -1, Request: req}, nil
+}
+
+// tallyStore counts every call to its Store.
+type tallyStore struct {
+	Store
+	calls atomic.Int64
+}
+
+func (s *tallyStore) Load(ctx context.Context, key string, now time.Time) (Facts, error) {
+	s.calls.Add(1)
+	return s.Store.Load(ctx, key, now)
+}
+
+func (s *tallyStore) Report(ctx context.Context, key string, r Report) (Facts, error) {
+	s.calls.Add(1)
+	return s.Store.Report(ctx, key, r)
+}
+
+func (s *tallyStore) TakeProbe(ctx context.Context, key string, l Lease) (Facts, bool, error) {
+	s.calls.Add(1)
+	return s.Store.TakeProbe(ctx, key, l)
+}
+
+func (s *tallyStore) TakeRetry(ctx context.Context, key string, l Lease, limit int) (Facts, bool, error) {
+	s.calls.Add(1)
+	return s.Store.TakeRetry(ctx, key, l, limit)
+}
+
+func (s *tallyStore) TakeSend(ctx context.Context, key string, l Lease, limit int) (Facts, time.Time, bool, error) {
+	s.calls.Add(1)
+	return s.Store.TakeSend(ctx, key, l, limit)
+}
+
+func (s *tallyStore) Release(ctx context.Context, key, holder string, now time.Time) (Facts, error) {
+	s.calls.Add(1)
+	return s.Store.Release(ctx, key, holder, now)
+}
+
+// 60 calls at once meet a spent request bucket (10, one back a second):
+// the first 429 paces the key, so that the refused calls and every later
+// one go at the bucket's rate, each at its own turn: at most 2 more 429s,
+// all answered about as soon as the limit allows, the holds recorded as
+// HoldPaced. The pace lapses once the bucket is full again: an hour later
+// a call goes straight out and makes no store call.
+func TestCoordinatedPacesASpentRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const calls, gen = 60, 2 * time.Second
+		b := newBucket(10, time.Second, gen)
+		store := &tallyStore{Store: NewMemoryStore()}
+		var h holds
+		rt, err := NewCoordinated(b, Policy{Waits: hostWaits, Reserve: time.Minute, OnHold: h.on}, Coordination{Store: store})
+		require.NoError(t, err)
+		results := callMany(t, rt, b.start, calls, 0, 10*time.Minute, nil)
+		last := time.Duration(0)
+		for _, r := range results {
+			require.NoError(t, r.err)
+			last = max(last, r.at)
+		}
+		assert.LessOrEqual(t, b.refusedAfter(0), 2, "after the first 429 came back (at once), at most 2 more")
+		// The bucket allows the 60th request at 50 s: answered at 52 s.
+		assert.GreaterOrEqual(t, last, 52*time.Second)
+		assert.LessOrEqual(t, last, 53*time.Second, "at the limit's pace, not later")
+		ended := h.ended()
+		assert.Positive(t, ended[HoldReleased])
+		h.mu.Lock()
+		for _, x := range h.all {
+			assert.Equal(t, HoldPaced, x.Reason)
+		}
+		h.mu.Unlock()
+
+		time.Sleep(time.Hour)
+		for name, k := range rt.coord.stats(time.Now()) {
+			assert.False(t, k.facts.Paced(time.Now()), "%s: the pace lapsed", name)
+		}
+		before := store.calls.Load()
+		n := len(b.admitted)
+		require.NoError(t, callMany(t, rt, b.start, 1, 0, time.Minute, nil)[0].err)
+		assert.Equal(t, before, store.calls.Load(), "a quiet key again: no store call")
+		assert.Len(t, b.admitted, n+1)
+	})
+}
+
+// 60 calls, one every 100 ms, meet a limit of 8 requests in flight: the
+// first 429 limits the key's calls in flight to the 8 the provider took,
+// so that the rest wait at the gate for room (HoldInFlight) instead of
+// being refused: at most 2 more 429s, never more than 8 in flight, every
+// call answered about as soon as the limit allows (the 60th admitted at
+// 14.3 s when each goes as soon as one of the 8 ahead of it is answered:
+// 16.3 s). An hour later the limit has lapsed.
+func TestCoordinatedLimitsCallsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const calls, gen = 60, 2 * time.Second
+		s := &slots{start: time.Now(), max: 8, gen: gen}
+		var h holds
+		rt, err := NewCoordinated(s, Policy{Waits: hostWaits, Reserve: time.Minute, OnHold: h.on}, Coordination{})
+		require.NoError(t, err)
+		results := callMany(t, rt, s.start, calls, 100*time.Millisecond, 10*time.Minute, nil)
+		last := time.Duration(0)
+		for _, r := range results {
+			require.NoError(t, r.err)
+			last = max(last, r.at)
+		}
+		s.mu.Lock()
+		refused := slices.Clone(s.refused)
+		most := s.most
+		s.mu.Unlock()
+		require.NotEmpty(t, refused)
+		assert.LessOrEqual(t, len(refused), 3, "the first 429 (back at once), and at most 2 more")
+		assert.Equal(t, 8, most)
+		assert.LessOrEqual(t, last, 16300*time.Millisecond*6/5, "within 20 % of the limit's pace")
+		reasons := map[HoldReason]int{}
+		h.mu.Lock()
+		for _, x := range h.all {
+			reasons[x.Reason]++
+		}
+		h.mu.Unlock()
+		assert.Positive(t, reasons[HoldInFlight])
+
+		time.Sleep(time.Hour)
+		for name, k := range rt.coord.stats(time.Now()) {
+			assert.False(t, k.facts.Capped(time.Now()), "%s: the limit lapsed", name)
+			assert.Zero(t, k.facts.InFlight, "%s: no send lease left", name)
+		}
+	})
+}
+
+// A call whose turn under a pace comes after the last instant it may send
+// ends at once, without sending, and says why.
+func TestCoordinatedPaceGivesUpPastItsLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBucket(1, 30*time.Second, 0)
+		rt, err := NewCoordinated(b, Policy{Reserve: time.Second}, Coordination{})
+		require.NoError(t, err)
+		require.NoError(t, callMany(t, rt, b.start, 1, 0, time.Minute, nil)[0].err) // spends the bucket: paced until 30 s
+		start := time.Now()
+		res := callMany(t, rt, b.start, 1, 0, 20*time.Second, nil)[0]
+		var down *DownError
+		require.ErrorAs(t, res.err, &down)
+		assert.Equal(t, HoldPaced, down.Reason)
+		assert.Equal(t, 30*time.Second, down.Left)
+		assert.ErrorIs(t, res.err, ErrNoTimeLeft)
+		assert.Equal(t, start.Sub(b.start), res.at, "at once")
+		assert.Len(t, b.admitted, 1, "nothing sent")
+		assert.Empty(t, b.refused)
+	})
+}
+
+// A base that panics mid-attempt leaves no attempt counted in flight: the
+// key's limit on calls in flight is not eaten by it.
+func TestCoordinatedBasePanicEndsItsAttempt(t *testing.T) {
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) { panic("boom from the base") })
+	rt, err := NewCoordinated(base, Policy{}, Coordination{})
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "boom from the base", func() { _, _ = rt.RoundTrip(mustRequest(t, context.Background())) })
+	n := 0
+	rt.coord.keys.Range(func(_, v any) bool {
+		k := v.(*keyState)
+		assert.Zero(t, k.sending.load())
+		assert.Zero(t, k.calls.load())
+		n++
+		return true
+	})
+	assert.Equal(t, 1, n)
+}
+
+// Under a limit on calls in flight, a stream stays in flight until its
+// body is done: with a limit of 1, the second call waits (HoldInFlight)
+// until the first one's stream is closed, then goes at once.
+func TestCoordinatedStreamHoldsItsSlotUntilClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Duration
+		start := time.Now()
+		var mu sync.Mutex
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent = append(sent, time.Since(start))
+			mu.Unlock()
+			return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"text/event-stream"}},
+				Body: io.NopCloser(strings.NewReader("data: {}\n\n")), ContentLength: -1, Request: req}, nil
+		})
+		store := NewMemoryStore()
+		var h holds
+		rt, err := NewCoordinated(base, Policy{OnHold: h.on}, Coordination{Store: store})
+		require.NoError(t, err)
+		req := mustRequest(t, context.Background())
+		_, err = store.Report(context.Background(), store.Key(req.URL.Host, credential(req)),
+			Report{At: time.Now(), Evidence: ProviderUp, MaxInFlight: 1, Grow: time.Hour, CapUntil: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+
+		first, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		done := make(chan *http.Response)
+		go func() {
+			resp, err := rt.RoundTrip(mustRequest(t, context.Background()))
+			assert.NoError(t, err)
+			done <- resp
+		}()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		assert.Len(t, sent, 1, "the second call waits while the first stream is open")
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, first.Body) // read to its end: done
+		second := <-done
+		second.Body.Close()
+		first.Body.Close()
+		mu.Lock()
+		assert.Equal(t, []time.Duration{0, 10 * time.Second}, sent, "sent once the first was done")
+		mu.Unlock()
+		h.mu.Lock()
+		require.NotEmpty(t, h.all)
+		assert.Equal(t, HoldInFlight, h.all[0].Reason)
+		h.mu.Unlock()
+	})
+}
+
+// A provider key is its host and credential, not the model (decision 75):
+// two models on one API key, each under its own request bucket (10, one
+// back a second), share one pace once either is spent. Every call is
+// answered with no more 429s than one bucket would cost, at the pace of
+// one bucket: the price of keeping the request body unread on the success
+// path. (A host that needs each model paced apart gives each its own API
+// key.)
+func TestCoordinatedKeyIsNotPerModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const perModel = 30
+		a, b := newBucket(10, time.Second, 2*time.Second), newBucket(10, time.Second, 2*time.Second)
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Header.Get("X-Model") == "b" {
+				return b.RoundTrip(req)
+			}
+			return a.RoundTrip(req)
+		})
+		rt, err := NewCoordinated(base, Policy{Waits: hostWaits, Reserve: time.Minute}, Coordination{})
+		require.NoError(t, err)
+		results := callMany(t, rt, a.start, 2*perModel, 0, 10*time.Minute, func(i int, req *http.Request) {
+			if i%2 == 1 {
+				req.Header.Set("X-Model", "b")
+			}
+		})
+		last := time.Duration(0)
+		for _, r := range results {
+			require.NoError(t, r.err)
+			last = max(last, r.at)
+		}
+		refused := len(a.refused) + len(b.refused)
+		t.Logf("two models, one key: %d 429s, last answer at %v (each model alone: %v)", refused, last, 22*time.Second)
+		assert.LessOrEqual(t, refused, 2*perModel-20+2, "the first burst, and at most 2 more")
+		// 20 calls go before the first 429 (10 per bucket), the other 40
+		// at one bucket's pace: the last at 40 s, answered at 42 s, where
+		// two paces would answer every call by 22 s.
+		assert.GreaterOrEqual(t, last, 40*time.Second, "paced as one bucket, though the provider has two")
+	})
 }

@@ -113,7 +113,11 @@ func (s *memStore) Report(_ context.Context, key string, r Report) (Facts, error
 		}
 	}
 	if r.MaxInFlight > 0 {
-		f.MaxInFlight, f.Counted, f.CutAt = r.MaxInFlight, r.Counted, r.At
+		limit := r.MaxInFlight
+		if f.Capped(r.At) {
+			limit = min(limit, f.Cap(r.At))
+		}
+		f.MaxInFlight, f.Grow, f.CutAt = limit, r.Grow, r.At
 		f.CapUntil = later(f.CapUntil, r.CapUntil)
 	}
 	return s.commit(key, e, f, r.At, true)
@@ -284,7 +288,7 @@ func (e *memEntry) lapse(now time.Time) bool {
 		f.Burst, f.Every, f.Full = 0, 0, time.Time{}
 	}
 	if !f.Capped(now) {
-		f.MaxInFlight, f.Counted, f.CutAt, f.CapUntil = 0, false, time.Time{}, time.Time{}
+		f.MaxInFlight, f.Grow, f.CutAt, f.CapUntil = 0, 0, time.Time{}, time.Time{}
 	}
 	for h, until := range e.sends {
 		if !now.Before(until) {

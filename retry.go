@@ -108,6 +108,7 @@ func (c *call) result() (*http.Response, error) {
 // the first time. The result is left in c.
 func (c *call) send() {
 	if c.co != nil {
+		c.co.notBefore = c.server
 		left := c.p.retryLimit(c.lim.hasDeadline()) - c.retries + 1 // the retry at the gate included
 		if err := c.co.admit(c.f.Context, c.lim, c.n+1, true, left); err != nil {
 			c.resp, c.err, c.fault, c.gaveUp = nil, err, false, true
@@ -126,7 +127,13 @@ func (c *call) send() {
 	}
 	c.n++
 	c.out = out
+	if c.co != nil {
+		c.co.begin()
+	}
 	c.resp, c.err = c.p.roundTrip(c.base, out)
+	if c.co != nil {
+		c.co.end(c.f.Context, c.resp)
+	}
 	c.fault, c.event = false, nil
 	if c.err == nil && c.p.guardsOpening(c.resp) {
 		if c.event, c.err = c.p.opening(c.resp, c.lim); c.err != nil {
@@ -163,6 +170,11 @@ func (c *call) decide() bool {
 			// status and headers decide, and the response, if returned, is
 			// readable from its first byte.
 			body, _ := peekBody(c.resp, signalPeek, c.lim.before(wait))
+			if c.co != nil && c.resp.StatusCode == http.StatusTooManyRequests {
+				if n := requestedTokens(body); n > 0 {
+					c.co.k.cost.Store(n) // what a request of the key costs its token limit
+				}
+			}
 			switch sig := readSignal(c.resp.StatusCode, c.resp.Header, body); {
 			case sig.final:
 				why, ev = stopProvider, ProviderUp
@@ -173,10 +185,12 @@ func (c *call) decide() bool {
 	}
 	// Read after any peek: the limits count from now.
 	now := time.Now()
+	fromReset := false
 	if why == stopNone && !hasServerWait && c.event == nil && c.resp != nil && c.resp.StatusCode == http.StatusTooManyRequests {
 		// No Retry-After and no wait in words: the reset of the spent
 		// rate limit is the server's wait.
 		serverWait, hasServerWait = rateLimitReset(c.resp.Header, now)
+		fromReset = hasServerWait
 	}
 	held := false
 	if c.co != nil {
@@ -184,7 +198,14 @@ func (c *call) decide() bool {
 		if schedOK {
 			own = sched
 		}
-		held = c.co.report(c.f.Context, ev, c.failure(), serverWait, hasServerWait, own, now)
+		o := outcome{ev: ev, reason: c.failure(), serverWait: serverWait, hasWait: hasServerWait, ownWait: own, now: now}
+		if c.resp != nil {
+			o.header, o.status = c.resp.Header, c.resp.StatusCode
+			if c.event != nil {
+				o.status = c.event.status()
+			}
+		}
+		held = c.co.report(c.f.Context, o)
 	}
 	var wait time.Duration
 	if why == stopNone {
@@ -197,7 +218,9 @@ func (c *call) decide() bool {
 		return false
 	}
 	c.server = time.Time{}
-	if hasServerWait {
+	if hasServerWait && !(fromReset && held && c.co.k.facts(now).Paced(now)) {
+		// (A reset is when the limit is full again; a paced key sends
+		// each call at its turn, sooner.)
 		c.server = now.Add(serverWait)
 	}
 	if held {

@@ -46,7 +46,7 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 //   - Load returns the facts of key as they are at now, without the lapsed
 //     ones (a lapsed fact reads as its zero value): the pace (Burst, Every,
 //     Full) lapses at Full, the limit on calls in flight (MaxInFlight,
-//     Counted, CutAt, CapUntil) at CapUntil, and InFlight counts the send
+//     Grow, CutAt, CapUntil) at CapUntil, and InFlight counts the send
 //     leases live at now.
 //   - Report records what one attempt's result says of the provider. If
 //     r.Prober holds the probe lease, the lease ends. ProviderDown: a key
@@ -68,9 +68,10 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 //     r.Every > 0 paces the key: if it is not paced at r.At (Full not
 //     after r.At), Burst, Every and Full become r's; else Full becomes the
 //     later of the two, Every the longer, Burst the smaller.
-//     r.MaxInFlight > 0 limits the key's calls in flight: MaxInFlight and
-//     Counted become r's, CutAt becomes r.At, and CapUntil the later of
-//     itself and r.CapUntil.
+//     r.MaxInFlight > 0 limits the key's calls in flight: MaxInFlight
+//     becomes the smaller of r's and the key's limit at r.At (f.Cap(r.At),
+//     if it has one), Grow becomes r's, CutAt becomes r.At, and CapUntil
+//     the later of itself and r.CapUntil.
 //   - TakeSend asks for the next send of a paced or limited key. If the
 //     key is paced at l.At, its slot is s = max(l.At, Full −
 //     (Burst−1)·Every), else s = l.At. Nothing is granted if s is after
@@ -183,12 +184,11 @@ type Facts struct {
 	Burst int
 	Every time.Duration
 	Full  time.Time
-	// MaxInFlight is the limit on the key's calls in flight, learnt from
-	// a 429 at CutAt (0: none); Counted says that the count it was learnt
-	// from was the whole fleet's (the refused call held a send lease).
-	// The limit lapses at CapUntil; all four are zero when there is none.
+	// MaxInFlight is the limit on the key's calls in flight learnt from a
+	// 429 at CutAt (0: none); it grows by one each Grow since (see Cap),
+	// and lapses at CapUntil. All four are zero when there is none.
 	MaxInFlight     int
-	Counted         bool
+	Grow            time.Duration
 	CutAt, CapUntil time.Time
 	// InFlight is the number of live send leases: calls in flight under
 	// MaxInFlight.
@@ -220,6 +220,19 @@ func (f Facts) Capped(now time.Time) bool {
 	return f.MaxInFlight > 0 && now.Before(f.CapUntil)
 }
 
+// Cap returns the limit on the key's calls in flight at now: MaxInFlight,
+// plus one for each Grow since CutAt (none if Grow is not positive); 0 if
+// the key has no limit at now.
+func (f Facts) Cap(now time.Time) int {
+	if !f.Capped(now) {
+		return 0
+	}
+	if f.Grow <= 0 || !now.After(f.CutAt) {
+		return f.MaxInFlight
+	}
+	return f.MaxInFlight + int(min(now.Sub(f.CutAt)/f.Grow, 1<<20))
+}
+
 // Report is one attempt's evidence about its provider key, for
 // Store.Report.
 type Report struct {
@@ -246,9 +259,9 @@ type Report struct {
 	Every time.Duration
 	Full  time.Time
 	// MaxInFlight, if positive, limits the key's calls in flight (see
-	// Facts) until at least CapUntil; Counted as in Facts.
+	// Facts) until at least CapUntil, growing by one each Grow.
 	MaxInFlight int
-	Counted     bool
+	Grow        time.Duration
 	CapUntil    time.Time
 }
 

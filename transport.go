@@ -151,8 +151,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, &Exhausted{Request: req, Reason: heldReason(ctx), Err: err}
 		}
 		f.probe = cc.wasProbe
+		cc.begin()
 	}
 	resp, err := p.roundTrip(base, out)
+	if cc != nil {
+		cc.end(ctx, resp)
+	}
 	var ev *firstEvent
 	if err == nil && p.guardsOpening(resp) {
 		// A stream is retried until committed: read its opening first.
@@ -164,7 +168,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		probe := false
 		if cc != nil {
 			probe = cc.wasProbe
-			cc.answered(ctx)
+			cc.answered(ctx, resp)
 		}
 		if p.OnAttempt != nil {
 			p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp, Probe: probe})

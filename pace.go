@@ -1,0 +1,163 @@
+package llmretry
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// pace is a rate limit a response says is spent, as a bucket of burst
+// requests, one back each every, full again at full (see Facts).
+type pace struct {
+	burst int
+	every time.Duration
+	full  time.Time
+}
+
+// rateHeaders names one dimension of a provider's published rate limit:
+// its limit, what remains of it, and when it is full again.
+type rateHeaders struct {
+	limit, remaining, reset string
+	tokens                  bool // counted in tokens, not requests
+	instant                 bool // reset is an instant (RFC 3339 or Unix time), not a Go duration
+}
+
+// published are the rate-limit headers providers send on their responses,
+// canonical, so that reading them allocates nothing:
+//
+//   - OpenAI (and Groq, Together): x-ratelimit-{limit,remaining,reset}-
+//     {requests,tokens}, reset a Go duration until the bucket is full;
+//   - Anthropic: anthropic-ratelimit-{requests,tokens,input-tokens,
+//     output-tokens}-{limit,remaining,reset}, reset an RFC 3339 instant
+//     when the bucket is full;
+//   - OpenRouter: X-RateLimit-{Limit,Remaining,Reset}, reset the instant
+//     in Unix seconds or milliseconds.
+//
+// Azure OpenAI sends only x-ratelimit-remaining-… (no reset, -1 for
+// unknown), Gemini and Bedrock none: nothing paces them.
+var published = [...]rateHeaders{
+	{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", false, false},
+	{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", true, false},
+	{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", false, true},
+	{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", true, true},
+	{"Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", true, true},
+	{"Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", true, true},
+	{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", false, true},
+}
+
+// spentPace returns the pace of the rate limit that h, the headers of a
+// response to an attempt sent at sent, says is spent: a dimension whose
+// remaining is below one request's cost (1 for requests; cost, the tokens
+// a request of the key is known to take, for tokens: tokens are not read
+// while it is unknown). A relative reset counts from sent, when the
+// provider measured it. Of several spent dimensions, the slowest paces.
+// Values it cannot read, negative ones (Azure's -1) and absent ones say
+// nothing.
+func spentPace(h http.Header, sent time.Time, cost int64) (pace, bool) {
+	var best pace
+	found := false
+	for i := range published {
+		d := &published[i]
+		vs, ok := h[d.remaining]
+		if !ok || len(vs) == 0 {
+			continue
+		}
+		unit := int64(1)
+		if d.tokens {
+			if cost <= 0 {
+				continue
+			}
+			unit = cost
+		}
+		remaining, ok := count(vs[0])
+		if !ok || remaining >= unit {
+			continue
+		}
+		limit, ok := count(first(h, d.limit))
+		if !ok || limit < unit {
+			continue
+		}
+		full, ok := resetAt(first(h, d.reset), d.instant, sent)
+		if !ok || !full.After(sent) {
+			continue
+		}
+		// The bucket refills used units until full: one unit each
+		// (full−sent)/used.
+		used := limit - remaining
+		every := time.Duration(float64(full.Sub(sent)) * float64(unit) / float64(used))
+		if every <= 0 {
+			continue
+		}
+		p := pace{burst: int(min(limit/unit, maxBurst)), every: every, full: full}
+		if !found || p.every > best.every {
+			best, found = p, true
+		}
+	}
+	return best, found
+}
+
+// maxBurst bounds the burst a pace is read with: more than any provider's
+// bucket, and small enough for any arithmetic on it.
+const maxBurst = 1 << 20
+
+// first returns h's first value for the canonical key k.
+func first(h http.Header, k string) string {
+	if vs := h[k]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// count reads a non-negative count.
+func count(v string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// resetAt reads a reset: an instant (RFC 3339, or Unix seconds or
+// milliseconds), or a Go duration counted from sent.
+func resetAt(v string, instant bool, sent time.Time) (time.Time, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, false
+	}
+	if !instant {
+		d, ok := goDuration(v)
+		return sent.Add(d), ok
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil || n <= 0:
+		return time.Time{}, false
+	case n >= 1e11: // milliseconds since the epoch
+		return time.UnixMilli(n), true
+	case n >= 1e9: // seconds since the epoch
+		return time.Unix(n, 0), true
+	}
+	return time.Time{}, false
+}
+
+// requestedTokens returns the tokens a refused request asked for, as
+// OpenAI's token-limit message states it ("… Limit 30000, Used 29500,
+// Requested 1200. Please try again in 1.4s."), or 0.
+func requestedTokens(body []byte) int64 {
+	i := bytes.Index(body, []byte("Requested "))
+	if i < 0 {
+		return 0
+	}
+	rest := body[i+len("Requested "):]
+	j := 0
+	for j < len(rest) && j < 12 && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	n, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,136 @@
+package llmretry
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestSpentPace(t *testing.T) {
+	sent := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := func(kv ...string) http.Header {
+		out := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			out.Set(kv[i], kv[i+1])
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		header http.Header
+		cost   int64
+		want   pace
+		spent  bool
+	}{
+		{
+			name:   "OpenAI requests spent: a reset counts from when the request was sent",
+			header: h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "10s"),
+			want:   pace{burst: 10, every: time.Second, full: sent.Add(10 * time.Second)}, spent: true,
+		},
+		{
+			name:   "OpenAI requests not spent",
+			header: h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "7s"),
+		},
+		{
+			name:   "OpenAI requests partly used: the rate is what is missing over the time to full",
+			header: h("x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1m0s"),
+			want:   pace{burst: 60, every: time.Second, full: sent.Add(time.Minute)}, spent: true,
+		},
+		{
+			name:   "OpenAI tokens, cost unknown: not read",
+			header: h("x-ratelimit-limit-tokens", "20000", "x-ratelimit-remaining-tokens", "500", "x-ratelimit-reset-tokens", "58.5s"),
+		},
+		{
+			name:   "OpenAI tokens below one request's cost",
+			header: h("x-ratelimit-limit-tokens", "20000", "x-ratelimit-remaining-tokens", "500", "x-ratelimit-reset-tokens", "58.5s"),
+			cost:   1000,
+			want:   pace{burst: 20, every: 3 * time.Second, full: sent.Add(58500 * time.Millisecond)}, spent: true,
+		},
+		{
+			name:   "OpenAI tokens enough for one more request",
+			header: h("x-ratelimit-limit-tokens", "20000", "x-ratelimit-remaining-tokens", "1000", "x-ratelimit-reset-tokens", "57s"),
+			cost:   1000,
+		},
+		{
+			name: "both spent: the slower paces",
+			header: h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "10s",
+				"x-ratelimit-limit-tokens", "20000", "x-ratelimit-remaining-tokens", "500", "x-ratelimit-reset-tokens", "58.5s"),
+			cost: 1000,
+			want: pace{burst: 20, every: 3 * time.Second, full: sent.Add(58500 * time.Millisecond)}, spent: true,
+		},
+		{
+			name: "Anthropic: an RFC 3339 instant",
+			header: h("anthropic-ratelimit-requests-limit", "50", "anthropic-ratelimit-requests-remaining", "0",
+				"anthropic-ratelimit-requests-reset", sent.Add(25*time.Second).Format(time.RFC3339)),
+			want: pace{burst: 50, every: 500 * time.Millisecond, full: sent.Add(25 * time.Second)}, spent: true,
+		},
+		{
+			name:   "OpenRouter: Unix milliseconds",
+			header: h("X-RateLimit-Limit", "20", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1796126410000"),
+			want:   pace{burst: 20, every: 500 * time.Millisecond, full: time.UnixMilli(1796126410000)}, spent: true,
+		},
+		{
+			name:   "OpenRouter: Unix seconds",
+			header: h("X-RateLimit-Limit", "20", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1796126410"),
+			want:   pace{burst: 20, every: 500 * time.Millisecond, full: time.Unix(1796126410, 0)}, spent: true,
+		},
+		{name: "Azure: remaining only, no reset", header: h("x-ratelimit-remaining-requests", "0")},
+		{name: "Azure Responses: -1 for unknown", header: h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "-1", "x-ratelimit-reset-requests", "1s")},
+		{name: "a reset it cannot read", header: h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "soon")},
+		{name: "a negative reset", header: h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "-3s")},
+		{name: "a reset already past", header: h("X-RateLimit-Limit", "20", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1000000000")},
+		{name: "a limit it cannot read", header: h("x-ratelimit-limit-requests", "ten", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s")},
+		{name: "a zero limit", header: h("x-ratelimit-limit-requests", "0", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s")},
+		{name: "no headers", header: http.Header{}},
+		{name: "nil headers"},
+		{
+			name:   "a burst beyond any provider's is bounded",
+			header: h("x-ratelimit-limit-requests", "10000000", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1h"),
+			want:   pace{burst: maxBurst, every: 360 * time.Microsecond, full: sent.Add(time.Hour)}, spent: true,
+		},
+		{
+			name:   "a limit so large that no pace is left says nothing",
+			header: h("x-ratelimit-limit-requests", "9223372036854775807", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1h"),
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, spent := spentPace(c.header, sent, c.cost)
+			assert.Equal(t, c.spent, spent)
+			if c.spent {
+				assert.Equal(t, c.want.burst, got.burst, "burst")
+				assert.InDelta(t, float64(c.want.every), float64(got.every), float64(time.Microsecond), "every")
+				assert.True(t, c.want.full.Equal(got.full), "full: want %v, got %v", c.want.full, got.full)
+			}
+		})
+	}
+}
+
+// Reading the headers on the success path allocates nothing.
+func TestSpentPaceAllocatesNothing(t *testing.T) {
+	h := http.Header{}
+	h.Set("x-ratelimit-limit-requests", "10")
+	h.Set("x-ratelimit-remaining-requests", "7")
+	h.Set("x-ratelimit-reset-requests", "3s")
+	now := time.Now()
+	assert.Zero(t, testing.AllocsPerRun(100, func() { spentPace(h, now, 0) }))
+}
+
+func TestRequestedTokens(t *testing.T) {
+	cases := []struct {
+		body string
+		want int64
+	}{
+		{`{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29500, Requested 1200. Please try again in 1.4s.","type":"tokens"}}`, 1200},
+		{`{"error":{"message":"Rate limit reached for requests"}}`, 0},
+		{`Requested `, 0},
+		{`Requested 99999999999999999999999`, 999999999999},
+		{`Requested x12`, 0},
+		{``, 0},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, requestedTokens([]byte(c.body)), c.body)
+	}
+}
