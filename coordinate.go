@@ -62,9 +62,26 @@ const (
 //     interval (a probe slower than that does not block the next), a
 //     server wait at its end; a key that no call uses and that knows no
 //     live fact is forgotten, here and in the store.
-//   - A server wait (Retry-After, retry-after-ms, Gemini's RetryInfo) on a
-//     429 or 503 holds every call for the key until that instant, if the
-//     call that received it honours it (Policy.MaxRetryAfter).
+//   - A server wait (Retry-After, retry-after-ms, Gemini's RetryInfo, a
+//     wait in the message's words) on a 429 or 503 holds every call for
+//     the key until that instant, if the call that received it honours it
+//     (Policy.MaxRetryAfter), unless the response says which published
+//     rate limit is spent: that paces the key instead.
+//   - A response (a success or not) whose rate-limit headers say a limit is
+//     spent (x-ratelimit-*, anthropic-ratelimit-*, OpenRouter's
+//     X-RateLimit-*; tokens once a 429 said what a request takes) paces
+//     the key until the limit is full again: each call, new or retried,
+//     takes the next turn at the limit's rate from the Store, in the order
+//     they ask, so that a crowd meets its limit without running into it.
+//     A reset further off than the call's MaxRetryAfter paces nothing for
+//     it.
+//   - A 429 that spends no published limit, while other calls of the key
+//     are in flight, limits the key's calls in flight to that number;
+//     calls over it wait for one in flight to end (a stream: its body),
+//     oldest first. The limit grows back by one every 6 probe intervals
+//     (every ProbeInterval/5 while it may be one process's part of a
+//     fleet's count), and lapses 12 probe intervals after the last 429
+//     that cut it.
 //   - When the key comes back (or the server's wait is over), the held
 //     calls are released at random times within ReleaseSpread (or before
 //     each call's deadline minus its reserve, if that comes first); a
@@ -78,8 +95,9 @@ const (
 //     the key was held and what its last failure was. A call without a
 //     deadline is held for as long as its key stays down (only its own
 //     probes spend its retries): give calls a deadline.
-//   - Retries on a call's own schedule, while the key is up (a 429 without
-//     a server wait, a 408), are held while the key's retries in flight
+//   - Retries on a call's own schedule, while the key is up (a 408, a 429
+//     without a server wait or other calls in flight), are held while the
+//     key's retries in flight
 //     reach max(MinRetries, RetryBudget × its calls in flight). Probes and
 //     released calls are not counted against it: one probe at a time
 //     already limits them.

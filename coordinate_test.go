@@ -618,6 +618,10 @@ func TestDownErrorText(t *testing.T) {
 			"llmretry: provider x.test down for 1m0s and asking to wait 1s more: held 0s, could wait no longer"},
 		{"budget", DownError{Key: "x.test", Reason: HoldBudget, Waited: time.Second, Last: &failedStatus{code: 429}},
 			"llmretry: provider x.test: retry budget spent: held 1s, could wait no longer; last failure: status 429"},
+		{"paced", DownError{Key: "x.test", Reason: HoldPaced, Until: since, Left: 30 * time.Second},
+			"llmretry: provider x.test paced under a rate limit, its turn 30s away: held 0s, could wait no longer"},
+		{"at the limit on calls in flight", DownError{Key: "x.test", Reason: HoldInFlight, Waited: 4 * time.Second, Last: &failedStatus{code: 429}},
+			"llmretry: provider x.test: at the limit on calls in flight: held 4s, could wait no longer; last failure: status 429"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, tc.e.Error())

@@ -159,8 +159,10 @@ func (h *holding) end(o HoldOutcome) {
 }
 
 // DownError is why a coordinated call ended without sending its next
-// attempt: its provider key was down, under a server wait, or out of retry
-// budget for longer than the call could wait (see Coordination).
+// attempt: its provider key was down, under a server wait, out of retry
+// budget, at its limit on calls in flight, or paced under a rate limit
+// with the call's turn too far off, for longer than the call could wait
+// (see Coordination).
 // RoundTrip returns it wrapped in an *Exhausted; errors.As finds it.
 type DownError struct {
 	// Key names the provider key (host and credential hash).
@@ -172,7 +174,8 @@ type DownError struct {
 	// wait.
 	Since time.Time
 	For   time.Duration
-	// Until is when the server's wait ends, and Left how much of it was
+	// Until is when the server's wait ends (for HoldPaced: when the call's
+	// turn under the pace would have come), and Left how much of it was
 	// left when the call gave up; both zero if there was none.
 	Until time.Time
 	Left  time.Duration
@@ -195,7 +198,10 @@ func (e *DownError) Error() string {
 			s += " and"
 		}
 	}
-	if !e.Until.IsZero() {
+	switch {
+	case !e.Until.IsZero() && e.Reason == HoldPaced:
+		s += fmt.Sprintf(" paced under a rate limit, its turn %v away", e.Left.Round(time.Millisecond))
+	case !e.Until.IsZero():
 		s += fmt.Sprintf(" asking to wait %v more", e.Left.Round(time.Millisecond))
 	}
 	if e.Since.IsZero() && e.Until.IsZero() {

@@ -149,8 +149,13 @@ type outageClient struct {
 // plainChat sends one chat completion request through c and checks the
 // answer.
 func plainChat(ctx context.Context, c *http.Client) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fakeOpenAIURL+"chat/completions",
-		strings.NewReader(`{"model":"`+openAIModel+`","messages":[{"role":"user","content":"Say hello."}]}`))
+	return sendChat(ctx, c, `{"model":"`+openAIModel+`","messages":[{"role":"user","content":"Say hello."}]}`)
+}
+
+// sendChat sends a chat completion request with reqBody through c and
+// checks the answer.
+func sendChat(ctx context.Context, c *http.Client, reqBody string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fakeOpenAIURL+"chat/completions", strings.NewReader(reqBody))
 	if err != nil {
 		return err
 	}

@@ -15,11 +15,16 @@ package interop
 //     exceeded your rate limit" and retry-after: 1;
 //   - the bucket with OpenRouter's headers: X-RateLimit-{Limit,Remaining,
 //     Reset} (Reset the instant the bucket is full, in Unix milliseconds)
-//     and a 429 with no Retry-After and no wait in its words.
+//     and a 429 with no Retry-After and no wait in its words;
+//   - OpenAI's token-per-minute limit: a bucket of tokens, each request
+//     taking its max_tokens, with x-ratelimit-{limit,remaining,reset}-tokens
+//     and -requests (of a request limit never spent) on every response and
+//     a 429 whose message says "… on tokens per min (TPM): Limit 20000,
+//     Used 19500, Requested 1000. Please try again in 1.5s. …".
 //
-// The bucket refills continuously: one request back every refill interval,
-// kept as the instant it is full again (the generic cell rate algorithm),
-// so all its arithmetic is in exact durations. A request is admitted (or
+// A bucket refills continuously: one unit (a request, or a token) back
+// every refill interval, kept as the instant it is full again (the generic
+// cell rate algorithm), so all its arithmetic is in exact durations. A request is admitted (or
 // refused) when it arrives; an admitted one is answered genTime later, a
 // refused one refuseTime later. Headers describe the limit as it stood
 // when the request arrived, as providers compute them.
@@ -47,10 +52,11 @@ import (
 type rateStyle int
 
 const (
-	styleOpenAI      rateStyle = iota // request bucket, x-ratelimit-*-requests, wait in the message
-	styleAnthropic                    // request bucket, anthropic-ratelimit-requests-*, retry-after
-	styleConcurrency                  // concurrent requests, retry-after: 1
-	styleOpenRouter                   // request bucket, X-RateLimit-*, no stated wait
+	styleOpenAI       rateStyle = iota // request bucket, x-ratelimit-*-requests, wait in the message
+	styleAnthropic                     // request bucket, anthropic-ratelimit-requests-*, retry-after
+	styleConcurrency                   // concurrent requests, retry-after: 1
+	styleOpenRouter                    // request bucket, X-RateLimit-*, no stated wait
+	styleOpenAITokens                  // token bucket, x-ratelimit-*-tokens and -requests, wait in the message
 )
 
 // rateSpec is one provider's limit, from which each run makes its own
@@ -59,33 +65,77 @@ type rateSpec struct {
 	id          string // "openai": for logs
 	name        string // for the table
 	style       rateStyle
-	capacity    int           // bucket: requests it holds when full
-	refill      time.Duration // bucket: one request back every refill
+	capacity    int           // bucket: units (requests, or tokens) it holds when full
+	refill      time.Duration // bucket: one unit back every refill
+	cost        int           // bucket: units one request takes (0: 1)
 	maxInFlight int           // concurrency: requests in flight at most
 }
 
-// The four providers of issue 19 (its token-per-minute limit is left for
-// later: it needs token counts in the requests).
+// The four limits of issue 19, and OpenRouter's bucket: the issue names
+// its headers, and its reset (the instant the bucket is full, with no
+// wait in the words) is a shape of its own.
 var rateSpecs = []rateSpec{
 	{id: "openai", name: "OpenAI request bucket (10, 1/s; wait in the message)", style: styleOpenAI, capacity: 10, refill: time.Second},
 	{id: "anthropic", name: "Anthropic request bucket (10, 1/s; retry-after)", style: styleAnthropic, capacity: 10, refill: time.Second},
 	{id: "concurrency", name: "Anthropic concurrency limit (8 in flight; retry-after: 1)", style: styleConcurrency, maxInFlight: 8},
+	{id: "tpm", name: "OpenAI token limit (20,000/min, 1,000 a request; wait in the message)", style: styleOpenAITokens,
+		capacity: 20000, refill: 3 * time.Millisecond, cost: tpmRequestTokens},
 	{id: "openrouter", name: "OpenRouter request bucket (10, 1/s; reset instant only)", style: styleOpenRouter, capacity: 10, refill: time.Second},
 }
+
+// rateSpecByID returns the spec of rateSpecs with id; it panics if there
+// is none (a test's typo).
+func rateSpecByID(id string) rateSpec {
+	for _, s := range rateSpecs {
+		if s.id == id {
+			return s
+		}
+	}
+	panic("no rate spec " + id)
+}
+
+// tpmRequestTokens is what one request costs a token limit: the
+// max_tokens it carries (OpenAI counts a request's tokens as it arrives
+// from its prompt and its max_tokens; the crowd's prompt is too short to
+// matter, so the fake charges max_tokens alone).
+const tpmRequestTokens = 1000
+
+// The request limit that OpenAI's headers state beside a token limit: a
+// bucket of tpmRequests, one back every tpmRequestEvery (10,000 a
+// minute), which a crowd of 100 never spends.
+const (
+	tpmRequests     = 10000
+	tpmRequestEvery = time.Minute / tpmRequests
+)
 
 // refuseTime is how long a refusal (429) takes to come back: a limiter
 // answers at once, but not in no time, so that requests arriving together
 // are all in flight before the first refusal reaches its caller.
 const refuseTime = 100 * time.Millisecond
 
-// rate returns the limit as answers per second: the bucket's refill rate,
-// or for a concurrency limit the slots over the generation time.
+// rate returns the limit as answers per second: the bucket's refill rate
+// in requests, or for a concurrency limit the slots over the generation
+// time.
 func (s rateSpec) rate() float64 {
 	if s.style == styleConcurrency {
 		return float64(s.maxInFlight) / genTime.Seconds()
 	}
-	return 1 / s.refill.Seconds()
+	return 1 / s.every().Seconds()
 }
+
+// perRequest returns the units one request takes from a bucket.
+func (s rateSpec) perRequest() int { return max(s.cost, 1) }
+
+// burst returns how many requests a full bucket admits at once: for the
+// token limit, 20,000 tokens at 1,000 a request, 20.
+func (s rateSpec) burst() int { return s.capacity / s.perRequest() }
+
+// every returns how long a bucket takes to get one request back: for the
+// token limit, 1,000 tokens at one every 3 ms, 3 s. A bucket of units
+// that every request takes alike admits as a bucket of burst requests
+// refilled one every every, so ideal pacing and the figures count in
+// requests.
+func (s rateSpec) every() time.Duration { return time.Duration(s.perRequest()) * s.refill }
 
 // rateRecord is what the provider did with one request.
 type rateRecord struct {
@@ -103,26 +153,44 @@ type rateLimiter struct {
 	start time.Time
 
 	mu       sync.Mutex
-	full     time.Time // bucket: the instant it is full again (≤ now: full)
-	inFlight int       // concurrency: admitted requests not yet answered
+	bucket   gcra // bucket: the limit
+	requests gcra // token limit: the request limit its headers state too
+	inFlight int  // concurrency: admitted requests not yet answered
 	log      []rateRecord
 }
 
-// newRateLimiter starts a provider enforcing spec now, its bucket full.
+// newRateLimiter starts a provider enforcing spec now, its buckets full.
 func newRateLimiter(spec rateSpec) *rateLimiter {
 	now := time.Now()
-	return &rateLimiter{spec: spec, start: now, full: now}
+	return &rateLimiter{spec: spec, start: now,
+		bucket:   gcra{capacity: spec.capacity, refill: spec.refill, full: now},
+		requests: gcra{capacity: tpmRequests, refill: tpmRequestEvery, full: now},
+	}
 }
 
-// bucketState is the bucket at an instant: whole requests left, the time
-// until it is full, and the time until one request is back (0 if one is).
-func (l *rateLimiter) bucketState(now time.Time) (remaining int, untilFull, untilOne time.Duration) {
-	s := l.spec
-	untilFull = max(0, l.full.Sub(now))
-	used := int((untilFull + s.refill - 1) / s.refill) // whole requests spent, rounded up
-	remaining = s.capacity - used
-	untilOne = max(0, untilFull-time.Duration(s.capacity-1)*s.refill)
-	return remaining, untilFull, untilOne
+// gcra is a bucket that refills continuously, one unit back every refill,
+// kept as the instant it is full again (the generic cell rate algorithm).
+type gcra struct {
+	capacity int
+	refill   time.Duration
+	full     time.Time // the instant it is full again (≤ now: full)
+}
+
+// state is the bucket at an instant: whole units left (the units spent
+// rounded up, as a provider counts them), the time until it is full, and
+// the time until cost units are in it (0 if they are).
+func (b gcra) state(now time.Time, cost int) (remaining int, untilFull, untilCost time.Duration) {
+	untilFull = max(0, b.full.Sub(now))
+	used := int((untilFull + b.refill - 1) / b.refill)
+	remaining = b.capacity - used
+	untilCost = max(0, untilFull-time.Duration(b.capacity-cost)*b.refill)
+	return remaining, untilFull, untilCost
+}
+
+// take takes cost units from the bucket at now (the caller has checked
+// that they are in it).
+func (b *gcra) take(now time.Time, cost int) {
+	b.full = later(b.full, now).Add(time.Duration(cost) * b.refill)
 }
 
 // admit decides on a request arriving now: admitted, and the reply to
@@ -136,14 +204,30 @@ func (l *rateLimiter) admit(now time.Time) (bool, reply) {
 		l.inFlight++
 		return true, concurrencyAnswer()
 	}
-	_, _, untilOne := l.bucketState(now)
+	cost := s.perRequest()
+	_, _, untilOne := l.bucket.state(now, cost)
 	ok := untilOne == 0
 	if ok {
-		l.full = later(l.full, now).Add(s.refill)
+		l.bucket.take(now, cost)
 	}
-	remaining, untilFull, untilOne := l.bucketState(now)
+	remaining, untilFull, untilOne := l.bucket.state(now, cost)
 	fullAt := now.Add(untilFull)
 	switch s.style {
+	case styleOpenAITokens:
+		// Every request passes the request limit (it is never spent) and
+		// counts against it; only an admitted one takes its tokens.
+		l.requests.take(now, 1)
+		reqRemaining, reqFull, _ := l.requests.state(now, 1)
+		r := openAIChatCompletion("Paced: here is your answer.")
+		if !ok {
+			r = openAITokensRefused(s.capacity, s.capacity-remaining, cost, untilOne)
+		}
+		return ok, r.with("X-Ratelimit-Limit-Requests", strconv.Itoa(tpmRequests)).
+			with("X-Ratelimit-Remaining-Requests", strconv.Itoa(reqRemaining)).
+			with("X-Ratelimit-Reset-Requests", openAIDuration(reqFull)).
+			with("X-Ratelimit-Limit-Tokens", strconv.Itoa(s.capacity)).
+			with("X-Ratelimit-Remaining-Tokens", strconv.Itoa(remaining)).
+			with("X-Ratelimit-Reset-Tokens", openAIDuration(untilFull))
 	case styleOpenAI:
 		var r reply
 		if ok {
@@ -287,7 +371,7 @@ func throughputOf(s rateSpec, recs []rateRecord) (float64, bool) {
 // first refusal and the last admission: the bucket full, or no request in
 // flight. Each admission ends an idle stretch that began when the bucket
 // was full again after the one before (or when the last request in flight
-// was answered).
+// was answered). A bucket is counted in requests (rateSpec.every).
 func longestIdle(s rateSpec, recs []rateRecord) time.Duration {
 	t0, t1, refused := time.Duration(0), time.Duration(0), false
 	for _, r := range recs {
@@ -325,7 +409,7 @@ func longestIdle(s rateSpec, recs []rateRecord) time.Duration {
 		if r.at > t0 && r.at <= t1 && r.at > full {
 			idle = max(idle, r.at-max(full, t0))
 		}
-		full = max(full, r.at) + s.refill
+		full = max(full, r.at) + s.every()
 	}
 	return idle
 }
@@ -371,6 +455,26 @@ func openAIRequestsRefused(wait time.Duration) reply {
 		"Rate limit reached for gpt-4o in organization org-x on requests per min (RPM): Limit 60, Used 60, Requested 1. Please try again in "+
 			openAIDuration(wait)+". Visit https://platform.openai.com/account/rate-limits to learn more.",
 		"requests", "", "rate_limit_exceeded")
+	r.header.Del("Retry-After")
+	return r
+}
+
+// openAITokensRefused is OpenAI's 429 for a spent token limit: no
+// Retry-After, the limit, the tokens used and those requested, and the
+// exact wait until the requested tokens are back, in the message's words.
+// The shape is the one users quote from api.openai.com (checked against
+// issue threads: BuilderIO/micro-agent#86 "Limit 30000, Used 29937,
+// Requested 385. Please try again in 644ms.", semanser/codel#72 "Please
+// try again in 18.642s.", continuedev/continue#10502 "in 3.89s", and
+// MetaGPT#523 and shell_gpt#653 for "type":"tokens" with
+// "code":"rate_limit_exceeded"), and the headers are those of OpenAI's
+// rate-limits guide (x-ratelimit-limit-tokens 150000, -remaining-tokens
+// 149984, -reset-tokens "6m0s": the time until the bucket is full).
+func openAITokensRefused(limit, used, requested int, wait time.Duration) reply {
+	r := openAIError(http.StatusTooManyRequests,
+		fmt.Sprintf("Rate limit reached for gpt-4o in organization org-fake on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s. Visit https://platform.openai.com/account/rate-limits to learn more.",
+			limit, used, requested, openAIDuration(wait)),
+		"tokens", "", "rate_limit_exceeded")
 	r.header.Del("Retry-After")
 	return r
 }
@@ -461,7 +565,7 @@ func TestRateLimitProviders(t *testing.T) {
 
 	t.Run("OpenAI: 10 at once, then one a second; the message states the wait, the reset the time to full", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l := newRateLimiter(rateSpecs[0])
+			l := newRateLimiter(rateSpecByID("openai"))
 			resps, bodies := burst(t, l, 11)
 			assert.Equal(t, genTime, time.Since(l.start), "answers take the generation time")
 			r, b, remaining := refused(t, resps, bodies, "X-Ratelimit-Remaining-Requests")
@@ -494,7 +598,7 @@ func TestRateLimitProviders(t *testing.T) {
 
 	t.Run("Anthropic: the same bucket, reset an instant, retry-after rounded up", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l := newRateLimiter(rateSpecs[1])
+			l := newRateLimiter(rateSpecByID("anthropic"))
 			resps, bodies := burst(t, l, 11)
 			r, b, remaining := refused(t, resps, bodies, "Anthropic-Ratelimit-Requests-Remaining")
 			assert.ElementsMatch(t, spent, remaining)
@@ -514,7 +618,7 @@ func TestRateLimitProviders(t *testing.T) {
 
 	t.Run("concurrency: 8 in flight, the 9th refused with retry-after 1; answered slots free", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l := newRateLimiter(rateSpecs[2])
+			l := newRateLimiter(rateSpecByID("concurrency"))
 			for range 2 {
 				resps, bodies := burst(t, l, 9)
 				r, b, _ := refused(t, resps, bodies, "Retry-After")
@@ -530,9 +634,72 @@ func TestRateLimitProviders(t *testing.T) {
 		})
 	})
 
+	t.Run("OpenAI tokens: 20 requests of 1,000 tokens at once, then one every 3 s; Used and the wait in the message", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := newRateLimiter(rateSpecByID("tpm"))
+			resps, bodies := burst(t, l, 21)
+			r, b, remaining := refused(t, resps, bodies, "X-Ratelimit-Remaining-Tokens")
+			var tokensLeft, resets, reqsLeft, reqResets []string
+			for i := range 20 {
+				tokensLeft = append(tokensLeft, strconv.Itoa(19000-1000*i))
+				resets = append(resets, (time.Duration(i+1) * 3 * time.Second).String())
+			}
+			for i := range 21 {
+				reqsLeft = append(reqsLeft, strconv.Itoa(9999-i))
+				reqResets = append(reqResets, (time.Duration(i+1) * 6 * time.Millisecond).String())
+			}
+			assert.ElementsMatch(t, tokensLeft, remaining)
+			var gotResets, gotReqsLeft, gotReqResets []string
+			for _, resp := range resps {
+				if resp.StatusCode == http.StatusOK {
+					gotResets = append(gotResets, resp.Header.Get("X-Ratelimit-Reset-Tokens"))
+				}
+				gotReqsLeft = append(gotReqsLeft, resp.Header.Get("X-Ratelimit-Remaining-Requests"))
+				gotReqResets = append(gotReqResets, resp.Header.Get("X-Ratelimit-Reset-Requests"))
+				assert.Equal(t, "20000", resp.Header.Get("X-Ratelimit-Limit-Tokens"))
+				assert.Equal(t, "10000", resp.Header.Get("X-Ratelimit-Limit-Requests"))
+			}
+			assert.ElementsMatch(t, resets, gotResets, "3 s a request until the bucket is full: 3s … 57s, 1m0s")
+			assert.ElementsMatch(t, reqsLeft, gotReqsLeft, "every request counts against the request limit")
+			assert.ElementsMatch(t, reqResets, gotReqResets, "one request back every 6 ms")
+			assert.Empty(t, r.Header.Get("Retry-After"))
+			assert.Equal(t, "0", r.Header.Get("X-Ratelimit-Remaining-Tokens"))
+			assert.Equal(t, "1m0s", r.Header.Get("X-Ratelimit-Reset-Tokens"))
+			assert.Contains(t, b, "on tokens per min (TPM): Limit 20000, Used 20000, Requested 1000. Please try again in 3s. Visit")
+			assert.Contains(t, b, `"type":"tokens","param":null,"code":"rate_limit_exceeded"`)
+
+			// At 4.5 s (the burst came back at 2 s), 1,500 tokens are
+			// back: one request admitted, and the next told that 19,500
+			// are used and 1,000 are back in 1.5 s; the request limit is
+			// full again.
+			time.Sleep(2500 * time.Millisecond)
+			resps, bodies = burst(t, l, 2)
+			r, b, remaining = refused(t, resps, bodies, "X-Ratelimit-Remaining-Tokens")
+			assert.Equal(t, []string{"500"}, remaining)
+			assert.Equal(t, "500", r.Header.Get("X-Ratelimit-Remaining-Tokens"), "not 0: the tokens left are too few")
+			assert.Equal(t, "58.5s", r.Header.Get("X-Ratelimit-Reset-Tokens"))
+			assert.Contains(t, b, "Limit 20000, Used 19500, Requested 1000. Please try again in 1.5s.")
+			assert.ElementsMatch(t, []string{"9999", "9998"}, []string{resps[0].Header.Get("X-Ratelimit-Remaining-Requests"), resps[1].Header.Get("X-Ratelimit-Remaining-Requests")})
+
+			// At 8.468 s the bucket, full at 63 s, has room for one; the
+			// next waits 532 ms for the 1,000 tokens of its own.
+			time.Sleep(1968 * time.Millisecond)
+			resps, bodies = burst(t, l, 2)
+			r, b, _ = refused(t, resps, bodies, "X-Ratelimit-Remaining-Tokens")
+			assert.Equal(t, "57.532s", r.Header.Get("X-Ratelimit-Reset-Tokens"))
+			assert.Equal(t, "822", r.Header.Get("X-Ratelimit-Remaining-Tokens"), "57.532 s of 3 ms: 19,178 used, rounded up")
+			assert.Contains(t, b, "Used 19178, Requested 1000. Please try again in 532ms.")
+
+			assert.Equal(t, 3, l.refusals())
+			f, ok := l.throughput()
+			require.True(t, ok)
+			assert.InDelta(t, 2/(8.468/3), f, 1e-9, "from the refusal at 0 to the last admission at 8.468 s: 2 admitted at one per 3 s")
+		})
+	})
+
 	t.Run("OpenRouter: the reset in Unix milliseconds, no stated wait", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l := newRateLimiter(rateSpecs[3])
+			l := newRateLimiter(rateSpecByID("openrouter"))
 			resps, bodies := burst(t, l, 11)
 			r, b, remaining := refused(t, resps, bodies, "X-Ratelimit-Remaining")
 			assert.ElementsMatch(t, spent, remaining)
@@ -550,7 +717,7 @@ func TestRateLimitProviders(t *testing.T) {
 			return rateRecord{at: at, left: left, admitted: admitted}
 		}
 		s := time.Second
-		bucket := rateSpecs[0]
+		bucket := rateSpecByID("openai")
 		// 10 at 0 and a refusal at 0; then admissions at 2 s and 10 s:
 		// 2 in 10 s of a 1/s limit. The bucket, spent at 0, would be
 		// full at 10 s, and the one at 2 s puts that off to 11 s.
@@ -571,12 +738,32 @@ func TestRateLimitProviders(t *testing.T) {
 		_, ok = throughputOf(bucket, recs[:10])
 		assert.False(t, ok, "nothing refused: no call waited on the limit")
 
-		conc := rateSpecs[2]
+		conc := rateSpecByID("concurrency")
 		recs = []rateRecord{rec(0, 2*s, true), rec(0, s/10, false), rec(3*s, 5*s, true), rec(4*s, 6*s, true)}
 		f, ok = throughputOf(conc, recs)
 		require.True(t, ok)
 		// From 0 to 4 s: busy 2 s + 1 s + 0 s of 8 slots × 4 s.
 		assert.InDelta(t, 3.0/32, f, 1e-9)
 		assert.Equal(t, s, longestIdle(conc, recs), "none in flight from 2 s to 3 s")
+
+		// The token limit counts in requests of 1,000 tokens: 20 at 0
+		// and a refusal, then admissions at 3 s and 9 s: 2 in 9 s of one
+		// per 3 s. The bucket, spent at 0, is full at 60 s, at 66 s after
+		// the two; an admission at 100 s finds it idle since then.
+		tpm := rateSpecByID("tpm")
+		assert.Equal(t, 20, tpm.burst())
+		assert.Equal(t, 3*s, tpm.every())
+		assert.InDelta(t, 1.0/3, tpm.rate(), 1e-9)
+		recs = nil
+		for range 20 {
+			recs = append(recs, rec(0, 2*s, true))
+		}
+		recs = append(recs, rec(0, s/10, false), rec(3*s, 5*s, true), rec(9*s, 11*s, true))
+		f, ok = throughputOf(tpm, recs)
+		require.True(t, ok)
+		assert.InDelta(t, 2.0/3, f, 1e-9)
+		assert.Equal(t, time.Duration(0), longestIdle(tpm, recs))
+		recs = append(recs, rec(100*s, 102*s, true))
+		assert.Equal(t, 34*s, longestIdle(tpm, recs), "full at 66 s, next admission at 100 s")
 	})
 }

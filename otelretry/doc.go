@@ -93,7 +93,8 @@
 // On a Transport made by NewCoordinated, each hold (see
 // llmretry.Coordination) is an event "llmretry.hold", added when the hold
 // ends and stamped when it began, with llmretry.reason (Hold.Reason:
-// "provider down", "server wait", "retry budget spent"), llmretry.duration
+// "provider down", "server wait", "retry budget spent", "paced under a
+// rate limit", "at the limit on calls in flight"), llmretry.duration
 // (how long it lasted, in seconds), llmretry.outcome (Hold.Outcome: "sent
 // as the probe", "released", "gave up", "canceled"), llmretry.key (the
 // provider key's name: host and credential hash, never the credential) and

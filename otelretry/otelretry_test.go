@@ -284,6 +284,32 @@ func TestCoordinatedHolds(t *testing.T) {
 	})
 }
 
+// A hold for pacing (a response said the key's published rate limit is
+// spent) is its own reason on the hold event and the holds counter.
+func TestPacedHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig()
+		spent := map[string]string{"X-Ratelimit-Limit-Requests": "10", "X-Ratelimit-Remaining-Requests": "0", "X-Ratelimit-Reset-Requests": "10s"}
+		p := newProvider(step{status: 200, header: spent}, step{status: 200})
+		rt, err := NewCoordinated(p, llmretry.Policy{}, llmretry.Coordination{}, r.opts()...)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer cancel()
+		for range 2 {
+			ctx, turn := r.turn(ctx)
+			resp, err := rt.RoundTrip(post(t, ctx, chatURL))
+			require.NoError(t, err)
+			finish(t, resp)
+			turn.End()
+		}
+		r.requireAllEnded(t)
+		rm := r.collect(t)
+		assert.Equal(t, map[string]int64{
+			"llmretry.outcome=released llmretry.reason=paced under a rate limit server.address=api.example.com": 1,
+		}, counts(t, findMetric(t, rm, metricHolds)), "the second call waited its turn: one request back a second")
+	})
+}
+
 // No credential — key= in the query, user information, Authorization,
 // x-api-key, api-key, x-goog-api-key — appears in any span (name,
 // attributes, events, status) or metric attribute, even when the base's
