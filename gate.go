@@ -663,9 +663,13 @@ func (cc *coordCall) report(ctx context.Context, o outcome) bool {
 	if spent && pc.full.Add(-time.Duration(pc.burst-1)*pc.every).Sub(cc.sentAt) > cc.p.MaxRetryAfter {
 		spent = false // a request back later than the call honours: not a pace for it
 	}
-	if spent && (!f.Paced(now) || pc.full.After(f.Full)) {
-		// News: the key is not paced yet, or the provider counts more
-		// than its pace does (other clients of the key, say).
+	if spent && (!f.Paced(now) || pc.full.After(f.Full) || pc.every > f.Every) {
+		// News: the key is not paced yet, the provider counts more than
+		// its pace does (other clients of the key, say), or its rate is
+		// slower than the pace's. (A rate read from whole remaining
+		// requests is at most the true one; the store keeps the slowest
+		// read, so a pace read fast is corrected by the next response
+		// that says the limit is spent.)
 		r.Burst, r.Every, r.Full = pc.burst, pc.every, pc.full
 	}
 	if o.status == http.StatusTooManyRequests && !spent {

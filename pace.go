@@ -2,6 +2,7 @@ package llmretry
 
 import (
 	"bytes"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -83,10 +84,7 @@ func spentPace(h http.Header, sent time.Time, cost int64) (pace, bool) {
 		if !ok || !full.After(sent) {
 			continue
 		}
-		// The bucket refills used units until full: one unit each
-		// (full−sent)/used.
-		used := limit - remaining
-		every := time.Duration(float64(full.Sub(sent)) * float64(unit) / float64(used))
+		every := refill(full.Sub(sent), limit, limit-remaining, unit)
 		if every <= 0 {
 			continue
 		}
@@ -97,6 +95,37 @@ func spentPace(h http.Header, sent time.Time, cost int64) (pace, bool) {
 	}
 	return best, found
 }
+
+// refill returns the time one request of unit units takes to come back
+// to a bucket of limit units that is full again in untilFull with used
+// units missing. The bucket's window (the time it takes to refill from
+// empty) is limit × untilFull / used; remaining is a whole count, so the
+// units missing are between used − 1 and used (a lower rate than the
+// truth read from the count alone, which sends each turn a little early
+// until a 429 says so), and the window lies between limit × untilFull /
+// used and limit × untilFull / (used − 1). Providers state their limits
+// per round window (a minute, mostly): when one of those lies in that
+// span, it is the window, read exactly.
+func refill(untilFull time.Duration, limit, used, unit int64) time.Duration {
+	lo := float64(untilFull) * float64(limit) / float64(used)
+	hi := math.Inf(1)
+	if used > 1 {
+		hi = float64(untilFull) * float64(limit) / float64(used-1)
+	}
+	window := lo
+	for _, w := range roundWindows {
+		// A reset is printed to the millisecond, or the second: a
+		// window within 1 % of the span still fits.
+		if float64(w) >= lo*0.99 && float64(w) < hi*1.01 {
+			window = float64(w)
+			break
+		}
+	}
+	return time.Duration(window * float64(unit) / float64(limit))
+}
+
+// roundWindows are the windows providers state their limits per.
+var roundWindows = [...]time.Duration{time.Second, 10 * time.Second, time.Minute, time.Hour, 24 * time.Hour}
 
 // maxBurst bounds the burst a pace is read with: more than any provider's
 // bucket, and small enough for any arithmetic on it.

@@ -30,6 +30,22 @@ func TestSpentPace(t *testing.T) {
 			want:   pace{burst: 10, every: time.Second, full: sent.Add(10 * time.Second)}, spent: true,
 		},
 		{
+			name:   "a window read from whole requests is the round one it fits (9.9 s for 10 requests: between 9.9 s and 11 s; 10 s)",
+			header: h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "9.9s"),
+			want:   pace{burst: 10, every: time.Second, full: sent.Add(9900 * time.Millisecond)}, spent: true,
+		},
+		{
+			name:   "a window that fits no round one is read from the count (12.6 s for 10 requests: between 12.6 s and 14 s)",
+			header: h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "12.6s"),
+			want:   pace{burst: 10, every: 1260 * time.Millisecond, full: sent.Add(12600 * time.Millisecond)}, spent: true,
+		},
+		{
+			name:   "a token window printed a hair short still fits its minute",
+			header: h("x-ratelimit-limit-tokens", "20000", "x-ratelimit-remaining-tokens", "500", "x-ratelimit-reset-tokens", "58.4s"),
+			cost:   1000,
+			want:   pace{burst: 20, every: 3 * time.Second, full: sent.Add(58400 * time.Millisecond)}, spent: true,
+		},
+		{
 			name:   "OpenAI requests not spent",
 			header: h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "7s"),
 		},

@@ -13,7 +13,8 @@ import (
 //   - OpenAI (and Groq, Together): x-ratelimit-reset-requests and
 //     x-ratelimit-reset-tokens, Go durations ("1s", "6m0s", "12ms") until
 //     that bucket is full again. The one whose x-ratelimit-remaining-… is 0
-//     is the one spent; when neither says so, the shorter.
+//     is the one spent; when requests remain, the tokens are (too few of
+//     them for the request); when neither count is given, the shorter.
 //   - OpenRouter: X-RateLimit-Reset, the instant in Unix seconds or
 //     milliseconds.
 //
@@ -23,14 +24,20 @@ func rateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
 	tok, tokOK := goDuration(h.Get("X-Ratelimit-Reset-Tokens"))
 	switch {
 	case reqOK && tokOK:
-		reqSpent := strings.TrimSpace(h.Get("X-Ratelimit-Remaining-Requests")) == "0"
-		tokSpent := strings.TrimSpace(h.Get("X-Ratelimit-Remaining-Tokens")) == "0"
+		reqLeft, reqKnown := count(h.Get("X-Ratelimit-Remaining-Requests"))
+		tokLeft, tokKnown := count(h.Get("X-Ratelimit-Remaining-Tokens"))
+		reqSpent, tokSpent := reqKnown && reqLeft == 0, tokKnown && tokLeft == 0
 		switch {
 		case reqSpent && tokSpent:
 			return max(req, tok), true
 		case reqSpent:
 			return req, true
 		case tokSpent:
+			return tok, true
+		case reqKnown && tokKnown:
+			// Requests left, and tokens left but too few for this
+			// request (a count of tokens is rarely exactly 0): the
+			// tokens are spent.
 			return tok, true
 		}
 		return min(req, tok), true
