@@ -106,6 +106,7 @@ type keyState struct {
 	sending inflight     // attempts in flight (sent, no result yet); never closed
 	leased  atomic.Int32 // of those, the ones holding a send lease
 	cost    atomic.Int64 // tokens one request is known to take (0: unknown)
+	tallied atomic.Int64 // the count of unleased attempts last told to the store
 	woken   atomic.Int64 // held calls woken, ever: what a change costs
 
 	mu      sync.Mutex // guards waiters and cand
@@ -460,7 +461,7 @@ func (co *coordinator) clamp(f Facts, now time.Time) Facts {
 	if f.MaxInFlight <= 0 || f.MaxInFlight > maxBurst {
 		f.MaxInFlight, f.Grow, f.CutAt, f.CapUntil = 0, 0, time.Time{}, time.Time{}
 	} else {
-		f.Grow = min(max(f.Grow, co.growStep(false)), co.growStep(true))
+		f.Grow = min(max(f.Grow, co.cfg.ProbeInterval/5), co.growStep())
 		if f.CutAt.After(now) {
 			f.CutAt = now
 		}
@@ -472,27 +473,48 @@ func (co *coordinator) clamp(f Facts, now time.Time) Facts {
 	return f
 }
 
-// Growth of a limit on calls in flight (see capNow): one more call each
-// growFast (ProbeInterval/5) while the limit was learnt from one process's
-// count, which may be a fleet's part, and each growSlow (6 ×
-// ProbeInterval) once it was counted across the fleet. A limit lapses
-// capLife (12 × ProbeInterval) after the last 429 that cut it.
+// A limit on calls in flight grows by one each growMul probe intervals
+// (30 s by default), and lapses capLifeMul probe intervals (a minute)
+// after the last 429 that cut it; a process's tally of its unleased calls
+// lapses as long after its last count.
 const (
-	growFastDiv = 5
-	growSlowMul = 6
-	capLifeMul  = 12
+	growMul    = 6
+	capLifeMul = 12
 )
 
-// growStep is how long a limit on calls in flight takes to grow by one:
-// slowly once it was counted across the fleet (counted), fast while it
-// may be one process's part of the fleet's count. Growing back is how a
-// limit learnt too low, or one the provider raised, is found again: each
+// growStep is how long a limit on calls in flight takes to grow by one.
+// Growing back is how a limit the provider raised is found again: each
 // step past the provider's limit costs one 429, which cuts it back.
-func (co *coordinator) growStep(counted bool) time.Duration {
-	if counted {
-		return growSlowMul * co.cfg.ProbeInterval
+func (co *coordinator) growStep() time.Duration {
+	return growMul * co.cfg.ProbeInterval
+}
+
+// tallyInto fills r with this process's tally of k at now: its attempts
+// in flight without a send lease, as its next count.
+func (co *coordinator) tallyInto(k *keyState, r *Report, now time.Time) {
+	n := k.unleased()
+	r.Owner, r.Unleased, r.Seq = co.owner, n, co.seq.Add(1)
+	r.TallyUntil = now.Add(capLifeMul * co.cfg.ProbeInterval)
+	k.tallied.Store(int64(n))
+}
+
+// tally brings the store's count of k's attempts this process has in
+// flight without a send lease up to date, if the key is limited (or was
+// told a count) and the count changed. The count matters only while a
+// limit is live, and only attempts sent before it was learnt have no
+// lease: a store call per such attempt, at most.
+func (co *coordinator) tally(ctx context.Context, k *keyState, now time.Time) {
+	n := int64(k.unleased())
+	if told := k.tallied.Load(); n == told || told == 0 && !k.facts(now).Capped(now) {
+		return
 	}
-	return max(co.cfg.ProbeInterval/growFastDiv, time.Millisecond)
+	var r Report
+	r.At = now
+	co.tallyInto(k, &r, now)
+	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		f, err := s.Report(ctx, k.name, r)
+		return f, true, err
+	})
 }
 
 // nextGrowth returns when the key's limit on calls in flight grows next

@@ -417,12 +417,12 @@ func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
 	assert.Equal(t, 8, f.MaxInFlight)
 	assert.Equal(t, now, f.CutAt)
 	assert.Equal(t, now.Add(capLifeMul*time.Second), f.CapUntil)
-	assert.Equal(t, co.growStep(false), f.Grow)
+	assert.Equal(t, time.Second/5, f.Grow, "no faster than a fifth of a probe interval")
 	assert.Zero(t, f.InFlight)
 	f = co.clamp(Facts{MaxInFlight: 8, CapUntil: now.Add(time.Minute), CutAt: now, Grow: 100 * time.Hour}, now)
-	assert.Equal(t, co.growStep(true), f.Grow)
-	assert.Equal(t, 8, f.Cap(now.Add(co.growStep(true)-1)))
-	assert.Equal(t, 9, f.Cap(now.Add(co.growStep(true))), "not so slow it never grows")
+	assert.Equal(t, co.growStep(), f.Grow)
+	assert.Equal(t, 8, f.Cap(now.Add(co.growStep()-1)))
+	assert.Equal(t, 9, f.Cap(now.Add(co.growStep())), "not so slow it never grows")
 }
 
 // deafStore hears no notice (its subscription was silently dropped) until

@@ -137,6 +137,9 @@ func (cc *coordCall) end(ctx context.Context, resp *http.Response) {
 	cc.leased = cc.send != ""
 	if !cc.leased {
 		if !cc.k.quiet() {
+			// An attempt sent without a lease ended: the store's count of
+			// them, if it keeps one, goes down.
+			cc.co.tally(ctx, cc.k, time.Now())
 			cc.k.wakeRoom(1)
 		}
 		return
@@ -543,10 +546,11 @@ func (cc *coordCall) takeSend(ctx context.Context, f Facts, now, latest time.Tim
 	if f.Capped(now) {
 		// The attempts this process has in flight without a lease count
 		// against the limit too (sent before the limit was learnt).
-		limit = f.Cap(now) - k.unleased()
-		if limit <= 0 {
-			return false, nil
-		}
+		// The store counts this process's attempts in flight without a
+		// lease (sent before the limit was learnt) from its tally: bring
+		// it up to date first.
+		cc.co.tally(ctx, k, now)
+		limit = f.Cap(now)
 	}
 	holder := cc.co.holder()
 	until := latest
@@ -673,13 +677,13 @@ func (cc *coordCall) report(ctx context.Context, o outcome) bool {
 		r.Burst, r.Every, r.Full = pc.burst, pc.every, pc.full
 	}
 	if o.status == http.StatusTooManyRequests && !spent {
-		// Refused with no published limit spent: the calls in flight
-		// are too many. Those of this process without a lease, and every
-		// lease of the fleet's.
-		inFlight := k.unleased() + f.InFlight
-		if inFlight >= 2 {
-			r.MaxInFlight, r.CapUntil = inFlight, now.Add(capLifeMul*cc.co.cfg.ProbeInterval)
-			r.Grow = cc.co.growStep(cc.co.own || cc.leased)
+		// Refused with no published limit spent, with other calls in
+		// flight: they are too many. The store counts them: this
+		// process's without a lease (its tally, sent with the cut), and
+		// the fleet's leases and tallies.
+		if k.unleased()+f.InFlight >= 2 {
+			cc.co.tallyInto(k, &r, now)
+			r.Cut, r.CapUntil, r.Grow = true, now.Add(capLifeMul*cc.co.cfg.ProbeInterval), cc.co.growStep()
 		}
 	}
 	if o.hasWait && o.serverWait > 0 && o.serverWait <= cc.p.MaxRetryAfter && !spent {
@@ -688,7 +692,7 @@ func (cc *coordCall) report(ctx context.Context, o outcome) bool {
 		r.WaitUntil, r.Reason = now.Add(o.serverWait), o.reason
 	}
 	if r.Prober != "" || o.ev == ProviderDown || !r.WaitUntil.IsZero() || o.ev == ProviderUp && f.Down(now) ||
-		r.Every > 0 || r.MaxInFlight > 0 {
+		r.Every > 0 || r.Cut {
 		cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
 			f, err := s.Report(ctx, k.name, r)
 			return f, true, err

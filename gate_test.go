@@ -633,7 +633,7 @@ func TestCoordinatedStreamHoldsItsSlotUntilClosed(t *testing.T) {
 		require.NoError(t, err)
 		req := mustRequest(t, context.Background())
 		_, err = store.Report(context.Background(), store.Key(req.URL.Host, credential(req)),
-			Report{At: time.Now(), Evidence: ProviderUp, MaxInFlight: 1, Grow: time.Hour, CapUntil: time.Now().Add(time.Hour)})
+			Report{At: time.Now(), Evidence: ProviderUp, Cut: true, Grow: time.Hour, CapUntil: time.Now().Add(time.Hour)}) // nothing in flight: a limit of 1
 		require.NoError(t, err)
 
 		first, err := rt.RoundTrip(req)

@@ -34,7 +34,26 @@ type memEntry struct {
 	f       Facts
 	retries map[string]time.Time // holder → lease end
 	sends   map[string]time.Time // holder → lease end
+	tallies map[string]tally     // owner → its calls in flight without a lease
 	changed time.Time            // when f last changed
+}
+
+// tally is one process's count of a key's calls in flight without a send
+// lease.
+type tally struct {
+	n     int
+	seq   uint64
+	until time.Time
+}
+
+// inFlight returns the calls in flight e counts: send leases and tallies.
+// Lapsed ones must have been dropped (lapse).
+func (e *memEntry) inFlight() int {
+	n := len(e.sends)
+	for _, t := range e.tallies {
+		n += t.n
+	}
+	return n
 }
 
 // versionHold is how long a store keeps a key's Version after its last
@@ -112,13 +131,26 @@ func (s *memStore) Report(_ context.Context, key string, r Report) (Facts, error
 			f.Full, f.Every, f.Burst = later(f.Full, r.Full), max(f.Every, r.Every), min(f.Burst, r.Burst)
 		}
 	}
-	if r.MaxInFlight > 0 {
-		limit := r.MaxInFlight
-		if f.Capped(r.At) {
-			limit = min(limit, f.Cap(r.At))
+	rose := false
+	if old, ok := e.tallies[r.Owner]; r.Owner != "" && (!ok || r.Seq > old.seq) {
+		rose = r.Unleased > old.n
+		if e.tallies == nil {
+			e.tallies = map[string]tally{}
 		}
-		f.MaxInFlight, f.Grow, f.CutAt = limit, r.Grow, r.At
+		e.tallies[r.Owner] = tally{n: max(r.Unleased, 0), seq: r.Seq, until: r.TallyUntil}
+		if r.Unleased <= 0 || !r.At.Before(r.TallyUntil) {
+			// Ended; its Seq is kept while the entry lives, so that a
+			// late count cannot bring it back.
+			e.tallies[r.Owner] = tally{seq: r.Seq, until: r.At.Add(versionHold)}
+		}
+		f.InFlight = e.inFlight()
+	}
+	switch {
+	case r.Cut:
+		f.MaxInFlight, f.Grow, f.CutAt = max(f.InFlight, 1), r.Grow, r.At
 		f.CapUntil = later(f.CapUntil, r.CapUntil)
+	case rose && f.Capped(r.At) && f.InFlight > f.MaxInFlight:
+		f.MaxInFlight = f.InFlight
 	}
 	return s.commit(key, e, f, r.At, true)
 }
@@ -136,7 +168,7 @@ func (s *memStore) TakeSend(_ context.Context, key string, l Lease, limit int) (
 		s.mu.Unlock()
 		return f, slot, false, nil
 	}
-	if limit > 0 && len(e.sends) >= limit {
+	if limit > 0 && e.inFlight() >= limit {
 		s.mu.Unlock()
 		return f, time.Time{}, false, nil
 	}
@@ -147,8 +179,8 @@ func (s *memStore) TakeSend(_ context.Context, key string, l Lease, limit int) (
 		if e.sends == nil {
 			e.sends = map[string]time.Time{}
 		}
-		e.sends[l.Holder] = l.Until
-		f.InFlight = len(e.sends)
+		e.sends[l.Holder] = later(e.sends[l.Holder], l.Until)
+		f.InFlight = e.inFlight()
 	}
 	f, err := s.commit(key, e, f, l.At, false)
 	return f, slot, true, err
@@ -208,7 +240,7 @@ func (s *memStore) Release(_ context.Context, key, holder string, now time.Time)
 	}
 	if _, ok := e.sends[holder]; ok {
 		delete(e.sends, holder)
-		f.InFlight, announce = len(e.sends), true
+		f.InFlight, announce = e.inFlight(), true
 	}
 	if f == e.f {
 		s.mu.Unlock()
@@ -295,7 +327,12 @@ func (e *memEntry) lapse(now time.Time) bool {
 			delete(e.sends, h)
 		}
 	}
-	f.InFlight = len(e.sends)
+	for o, t := range e.tallies {
+		if !now.Before(t.until) {
+			delete(e.tallies, o)
+		}
+	}
+	f.InFlight = e.inFlight()
 	return f.DownSince.IsZero() && f.Prober == "" && f.WaitUntil.IsZero() && f.Retries == 0 &&
 		f.Every == 0 && f.MaxInFlight == 0 && f.InFlight == 0
 }
@@ -335,7 +372,7 @@ func (s *memStore) adopt(key string, f Facts, now time.Time) {
 		s.entries[key] = &memEntry{f: f, changed: now}
 	case e.f.Version < f.Version:
 		// Left from an earlier fallback: the view is newer.
-		f.Retries, f.InFlight = len(e.retries), len(e.sends)
+		f.Retries, f.InFlight = len(e.retries), e.inFlight()
 		e.f, e.changed = f, now
 	}
 }

@@ -47,7 +47,7 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 //     ones (a lapsed fact reads as its zero value): the pace (Burst, Every,
 //     Full) lapses at Full, the limit on calls in flight (MaxInFlight,
 //     Grow, CutAt, CapUntil) at CapUntil, and InFlight counts the send
-//     leases live at now.
+//     leases and tallies live at now.
 //   - Report records what one attempt's result says of the provider. If
 //     r.Prober holds the probe lease, the lease ends. ProviderDown: a key
 //     that is not down at r.At goes down (DownSince r.At, NextProbe
@@ -68,15 +68,21 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 //     r.Every > 0 paces the key: if it is not paced at r.At (Full not
 //     after r.At), Burst, Every and Full become r's; else Full becomes the
 //     later of the two, Every the longer, Burst the smaller.
-//     r.MaxInFlight > 0 limits the key's calls in flight: MaxInFlight
-//     becomes the smaller of r's and the key's limit at r.At (f.Cap(r.At),
-//     if it has one), Grow becomes r's, CutAt becomes r.At, and CapUntil
-//     the later of itself and r.CapUntil.
+//     r.Owner, if not empty, sets Owner's tally — the key's calls it has
+//     in flight without a send lease — to r.Unleased until r.TallyUntil
+//     (0 ends it), unless the store already took a count of Owner's with
+//     a Seq as high; InFlight counts every live tally with the send
+//     leases. r.Cut then limits the key's calls in flight to the calls in
+//     flight the store counts at r.At (at least 1): MaxInFlight becomes
+//     that number, Grow becomes r's, CutAt becomes r.At, and CapUntil the
+//     later of itself and r.CapUntil. Without r.Cut, a tally that rose on
+//     a limited key raises MaxInFlight to InFlight if it is lower (the
+//     provider took those calls at once).
 //   - TakeSend asks for the next send of a paced or limited key. If the
 //     key is paced at l.At, its slot is s = max(l.At, Full −
 //     (Burst−1)·Every), else s = l.At. Nothing is granted if s is after
-//     l.Until (TakeSend returns s), or if limit > 0 and limit or more send
-//     leases are live (it returns the zero time). Otherwise a paced key's
+//     l.Until (TakeSend returns s), or if limit > 0 and InFlight (send
+//     leases and tallies) is limit or more (it returns the zero time). Otherwise a paced key's
 //     Full becomes max(Full, s) + Every, l.Holder takes a send lease until
 //     l.Until if limit > 0, and TakeSend returns s and true.
 //   - Release ends any lease holder holds (a probe sent without a result,
@@ -84,8 +90,11 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 //     nothing.
 //   - Every method that changes a fact increments Version, and Watch
 //     callbacks then receive the new facts (changes to retry leases alone,
-//     and to Full by TakeSend, need not be announced; the end of a send
-//     lease must be, since calls elsewhere may wait for it). A store keeps a key's Version for at least
+//     and TakeSend's changes — Full, a new send lease — need not be
+//     announced; the end of a send lease and a changed tally must be,
+//     since calls elsewhere may wait for them). A holder that already
+//     holds a send lease is refused one at the limit and otherwise keeps
+//     one lease, until the later Until. A store keeps a key's Version for at least
 //     a minute after its last change, lapsed facts or not, so that a late
 //     notice can be told from a new one; after that a forgotten key may
 //     start again from zero.
@@ -190,8 +199,9 @@ type Facts struct {
 	MaxInFlight     int
 	Grow            time.Duration
 	CutAt, CapUntil time.Time
-	// InFlight is the number of live send leases: calls in flight under
-	// MaxInFlight.
+	// InFlight is the number of the key's calls in flight the store
+	// counts: live send leases, and the calls each process said it has in
+	// flight without one (its tally; see Report.Owner).
 	InFlight int
 }
 
@@ -258,11 +268,21 @@ type Report struct {
 	Burst int
 	Every time.Duration
 	Full  time.Time
-	// MaxInFlight, if positive, limits the key's calls in flight (see
-	// Facts) until at least CapUntil, growing by one each Grow.
-	MaxInFlight int
-	Grow        time.Duration
-	CapUntil    time.Time
+	// Owner, if not empty, names the reporting process (the same in all
+	// its reports, unique among the processes that share the store), and
+	// Unleased is the number of the key's calls it has in flight without
+	// a send lease, as of its Seq-th count: its tally, counted in
+	// InFlight until TallyUntil (see Store).
+	Owner      string
+	Unleased   int
+	Seq        uint64
+	TallyUntil time.Time
+	// Cut says that the attempt was refused (429) for too many calls in
+	// flight: the key's calls in flight are limited to the number the
+	// store counts, growing by one each Grow, until at least CapUntil.
+	Cut      bool
+	Grow     time.Duration
+	CapUntil time.Time
 }
 
 // Evidence is what one attempt's result says of its provider.

@@ -476,12 +476,28 @@ func pace(t *testing.T, s llmretry.Store, key string, at time.Time, burst int, e
 	return f
 }
 
-// limitTo reports, at at, a 429 that limits key's calls in flight to n,
-// growing by one each grow (none if 0), until capUntil.
+// limitTo limits key's calls in flight to n at at, growing by one each
+// grow (none if 0), until capUntil: a 429 reported by a process (owner
+// "limitTo") that had the key's n calls in flight, the key's only ones,
+// all of which then ended.
 func limitTo(t *testing.T, s llmretry.Store, key string, at time.Time, n int, grow time.Duration, capUntil time.Time) llmretry.Facts {
 	t.Helper()
-	f, err := s.Report(ctx, key, llmretry.Report{At: at, Evidence: llmretry.ProviderUp, Reason: "429 Too Many Requests",
-		MaxInFlight: n, Grow: grow, CapUntil: capUntil})
+	seq := uint64(at.UnixNano())
+	count(t, s, key, at, "limitTo", n, seq, capUntil, true, grow, capUntil)
+	return count(t, s, key, at, "limitTo", 0, seq+1, capUntil, false, 0, time.Time{})
+}
+
+// count reports, at at, that owner has n of key's calls in flight without
+// a send lease, as its seq-th count, lasting until until; with cut, a 429
+// that limits the key's calls in flight, growing each grow, until
+// capUntil.
+func count(t *testing.T, s llmretry.Store, key string, at time.Time, owner string, n int, seq uint64, until time.Time, cut bool, grow time.Duration, capUntil time.Time) llmretry.Facts {
+	t.Helper()
+	r := llmretry.Report{At: at, Evidence: llmretry.ProviderUp, Owner: owner, Unleased: n, Seq: seq, TallyUntil: until}
+	if cut {
+		r.Reason, r.Cut, r.Grow, r.CapUntil = "429 Too Many Requests", true, grow, capUntil
+	}
+	f, err := s.Report(ctx, key, r)
 	must(t, err)
 	return f
 }
@@ -568,49 +584,65 @@ func testPaceLapses(t *testing.T, stores []llmretry.Store) {
 func testCap(t *testing.T, stores []llmretry.Store) {
 	now, key := clock(t, stores[0])
 	sec := time.Second
+	until := now.Add(time.Minute)
 	for i, step := range []struct {
 		name     string
 		at       time.Duration // after now
+		owner    string
 		n        int
-		grow     time.Duration
+		seq      uint64
+		cut      bool
 		capUntil time.Duration // after now
-		// The limit after the report: MaxInFlight the smaller of the
-		// report's and the key's limit at At (Cap), Grow the report's,
-		// CutAt its At, CapUntil the later.
-		want      int
-		wantUntil time.Duration
+		// After the report: the calls in flight the store counts, and the
+		// limit (MaxInFlight; its CutAt and CapUntil).
+		inFlight, limit int
+		cutAt           time.Duration
+		limitUntil      time.Duration
 	}{
-		{"a first limit", 0, 8, 0, 30 * sec, 8, 30 * sec},
-		{"a smaller limit, growing, lapsing sooner", sec, 4, 2 * sec, 10 * sec, 4, 30 * sec},
-		{"a larger one before the smaller grew: the smaller", 2 * sec, 6, sec, 40 * sec, 4, 40 * sec},
-		{"a larger one after 5 steps of growth: the grown limit", 7 * sec, 10, 0, 10 * sec, 9, 40 * sec},
-		{"a larger one, the limit not growing: the limit", 8 * sec, 20, 0, 10 * sec, 9, 40 * sec},
-		{"a smaller one: the report's", 9 * sec, 3, 0, 10 * sec, 3, 40 * sec},
+		{"a 429 from a process with 3 in flight: a limit of 3", 0, "a", 3, 1, true, 30 * sec, 3, 3, 0, 30 * sec},
+		{"another process counts 5: the limit rises to 8", sec, "b", 5, 1, false, 0, 8, 8, 0, 30 * sec},
+		{"a's stale count of 30 with a 429: the count is ignored, the limit is the 8 counted", 2 * sec, "a", 30, 1, true, 20 * sec, 8, 8, 2 * sec, 30 * sec},
+		{"a's newer count of 0: fewer in flight, the limit stays", 3 * sec, "a", 0, 2, false, 0, 5, 8, 2 * sec, 30 * sec},
+		{"a 429 from c, with none of its own in flight: the limit is the 5 counted, lasting longer", 4 * sec, "c", 0, 1, true, 40 * sec, 5, 5, 4 * sec, 40 * sec},
 	} {
 		at := now.Add(step.at)
-		f := limitTo(t, stores[i%len(stores)], key, at, step.n, step.grow, now.Add(step.capUntil))
-		if f.MaxInFlight != step.want || f.Grow != step.grow || !f.CutAt.Equal(at) || !f.CapUntil.Equal(now.Add(step.wantUntil)) || !f.Capped(at) {
-			t.Errorf("%s: MaxInFlight %d, Grow %v, CutAt +%v, CapUntil +%v; want %d, %v, +%v, +%v", step.name,
-				f.MaxInFlight, f.Grow, f.CutAt.Sub(now), f.CapUntil.Sub(now), step.want, step.grow, step.at, step.wantUntil)
+		f := count(t, stores[i%len(stores)], key, at, step.owner, step.n, step.seq, until, step.cut, 0, now.Add(step.capUntil))
+		if f.InFlight != step.inFlight || f.MaxInFlight != step.limit || !f.CutAt.Equal(now.Add(step.cutAt)) || !f.CapUntil.Equal(now.Add(step.limitUntil)) || !f.Capped(at) {
+			t.Errorf("%s: InFlight %d, MaxInFlight %d, CutAt +%v, CapUntil +%v; want %d, %d, +%v, +%v", step.name,
+				f.InFlight, f.MaxInFlight, f.CutAt.Sub(now), f.CapUntil.Sub(now), step.inFlight, step.limit, step.cutAt, step.limitUntil)
 		}
 	}
-	// A report that says nothing of the limit leaves it alone.
-	at := now.Add(10 * sec)
+	at := now.Add(5 * sec)
+	// Tallies count against TakeSend's limit with the send leases.
+	if f, slot, ok := send(t, stores[0], key, "s", at, until, 5); ok || !slot.IsZero() || f.InFlight != 5 {
+		t.Errorf("a send with 5 counted in flight under a limit of 5: granted %v, %d in flight", ok, f.InFlight)
+	}
+	if f, _, ok := send(t, stores[len(stores)-1], key, "s", at, until, 6); !ok || f.InFlight != 6 {
+		t.Errorf("a send with 5 counted in flight under a limit of 6: granted %v, %d in flight", ok, f.InFlight)
+	}
+	// A report that says nothing of the limit or a count leaves them alone.
 	f, err := stores[0].Report(ctx, key, llmretry.Report{At: at, Evidence: llmretry.ProviderUp})
 	must(t, err)
-	if f.MaxInFlight != 3 || f.Grow != 0 || !f.CutAt.Equal(now.Add(9*sec)) || !f.CapUntil.Equal(now.Add(40*sec)) {
+	if f.MaxInFlight != 5 || f.InFlight != 6 || !f.CutAt.Equal(now.Add(4*sec)) || !f.CapUntil.Equal(now.Add(40*sec)) {
 		t.Errorf("a report without a limit changed it: %+v", f)
 	}
 	l, err := stores[len(stores)-1].Load(ctx, key, at)
 	must(t, err)
-	if l.MaxInFlight != 3 || l.Version != f.Version {
+	if l.MaxInFlight != 5 || l.InFlight != 6 || l.Version != f.Version {
 		t.Errorf("Load says %+v, Report said %+v", l, f)
 	}
-	// A growing limit, read back: Cap counts its steps from CutAt.
-	limitTo(t, stores[0], key, at, 2, 500*time.Millisecond, now.Add(40*sec))
-	l, err = stores[len(stores)-1].Load(ctx, key, at.Add(1750*time.Millisecond))
+	// A tally lapses at its end: b's 5 are no longer counted.
+	l, err = stores[0].Load(ctx, key, until)
 	must(t, err)
-	if c := l.Cap(at.Add(1750 * time.Millisecond)); l.MaxInFlight != 2 || l.Grow != 500*time.Millisecond || !l.CutAt.Equal(at) || c != 5 {
+	if l.InFlight != 0 {
+		t.Errorf("at the tallies' and the lease's end: %d counted in flight, want 0", l.InFlight)
+	}
+	// A growing limit, read back: Cap counts its steps from CutAt.
+	later := until.Add(sec)
+	limitTo(t, stores[0], key, later, 2, 500*time.Millisecond, later.Add(40*sec))
+	l, err = stores[len(stores)-1].Load(ctx, key, later.Add(1750*time.Millisecond))
+	must(t, err)
+	if c := l.Cap(later.Add(1750 * time.Millisecond)); l.MaxInFlight != 2 || l.Grow != 500*time.Millisecond || !l.CutAt.Equal(later) || c != 5 {
 		t.Errorf("a limit of 2 growing each 500 ms, 1.75 s later: %+v, Cap %d; want Cap 5", l, c)
 	}
 }
@@ -631,7 +663,7 @@ func testCapLapses(t *testing.T, stores []llmretry.Store) {
 	if f.Capped(end) || f.MaxInFlight != 0 || f.Grow != 0 || !f.CutAt.IsZero() || !f.CapUntil.IsZero() || f.Cap(end) != 0 {
 		t.Errorf("limited at CapUntil: %+v", f)
 	}
-	// A limit after the lapse is taken whole, not the smaller of two.
+	// A limit after the lapse is the new count.
 	g := limitTo(t, s, key, end, 16, 0, end.Add(time.Minute))
 	if g.MaxInFlight != 16 || !g.CutAt.Equal(end) {
 		t.Errorf("a limit after the lapse: %+v, want 16 from its At", g)
