@@ -84,42 +84,62 @@ func FuzzHashFields(f *testing.F) {
 	tenYears := int64(10 * 365 * 24 * time.Hour / time.Millisecond)
 	num := func(n int64) string { return strconv.FormatInt(n, 10) }
 	nopace := [7]string{"0", "0", "0", "0", "0", "0", "0"}
-	// v, ds, du, np, r, p, pu, w; b, e, fu (µs), mi, gr (µs), ca (µs), cu.
+	// v, ds, du, np, r, p, pu, w; b, e, fu (µs), mi, gr (µs), ca (µs), cu;
+	// a tally's owner and value ("n:seq:until", until in µs; no tally if
+	// both are empty).
 	type seed struct {
 		facts [8]string
 		pace  [7]string
+		tally [2]string
 	}
+	nowUS := func(d time.Duration) string { return num(now*1000 + d.Microseconds()) }
+	var none [2]string
+	clean := [8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"}
+	limited := [7]string{"0", "0", "0", "8", "2000000", num((now - 5000) * 1000), num(now + 30000)}
 	for _, sd := range []seed{
-		{[8]string{num(now * 1000), num(now), num(now + tenYears), "0", "502 Bad Gateway", "evil", num(now + tenYears), "0"}, nopace},
-		{[8]string{num(now * 1000), num(now), num(now + 15000), "0", "502", "evil", "10000000000000000000", "0"}, nopace},
-		{[8]string{num(now * 1000), "0", "0", "0", "429", "", "0", num(now + tenYears)}, nopace},
-		{[8]string{"9223372036854775807", "nan", "inf", "-inf", strings.Repeat("x", 1<<20), "p", "-5", "1e19"}, nopace},
-		{[8]string{"", " ", "0x10", "1.5", "", strings.Repeat("p", 100), "+1", "007"}, nopace},
-		{[8]string{num(now * 1000), num(now), num(now + 15000), num(now + tenYears), "502", "", "0", "0"}, nopace},
+		// Tallies, as a Store writes them and as it never would.
+		{clean, limited, [2]string{"0123456789abcdef", "3:7:" + nowUS(time.Minute)}},
+		{clean, limited, [2]string{"0123456789abcdef", "0:18446744073709551615:" + nowUS(time.Minute)}},
+		{clean, limited, [2]string{"evil", "1048577:1:" + nowUS(time.Minute)}},
+		{clean, limited, [2]string{"evil", "5:1:" + nowUS(10 * 365 * 24 * time.Hour)}},
+		{clean, limited, [2]string{"evil", "-5:1:" + nowUS(time.Minute)}},
+		{clean, limited, [2]string{"evil", "5:007:" + nowUS(time.Minute)}},
+		{clean, limited, [2]string{"evil", "5:123456789012345678901:" + nowUS(time.Minute)}},
+		{clean, limited, [2]string{"evil", "nan:inf:1e19"}},
+		{clean, limited, [2]string{"evil", "5:1:" + nowUS(time.Minute) + ":x"}},
+		{clean, limited, [2]string{strings.Repeat("o", 129), "5:1:" + nowUS(time.Minute)}},
+		{clean, limited, [2]string{"", "5:1:" + nowUS(time.Minute)}},
+		{clean, limited, [2]string{"evil", strings.Repeat("9", 1<<12)}},
+		{[8]string{num(now * 1000), num(now), num(now + tenYears), "0", "502 Bad Gateway", "evil", num(now + tenYears), "0"}, nopace, none},
+		{[8]string{num(now * 1000), num(now), num(now + 15000), "0", "502", "evil", "10000000000000000000", "0"}, nopace, none},
+		{[8]string{num(now * 1000), "0", "0", "0", "429", "", "0", num(now + tenYears)}, nopace, none},
+		{[8]string{"9223372036854775807", "nan", "inf", "-inf", strings.Repeat("x", 1<<20), "p", "-5", "1e19"}, nopace, none},
+		{[8]string{"", " ", "0x10", "1.5", "", strings.Repeat("p", 100), "+1", "007"}, nopace, none},
+		{[8]string{num(now * 1000), num(now), num(now + 15000), num(now + tenYears), "502", "", "0", "0"}, nopace, none},
 		// The pace and the limit, as a Store writes them.
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"10", "1000000", num((now + 10000) * 1000), "8", "2000000", num((now - 5000) * 1000), num(now + 30000)}},
+			[7]string{"10", "1000000", num((now + 10000) * 1000), "8", "2000000", num((now - 5000) * 1000), num(now + 30000)}, none},
 		// A limit grown past its bound: the cap a Report takes the smaller of.
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"0", "0", "0", "1048576", "1", "1", num(now + 30000)}},
+			[7]string{"0", "0", "0", "1048576", "1", "1", num(now + 30000)}, none},
 		// A Full ten years off, or past 2^53 µs; a huge Every and Burst.
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"1", "1000000", num((now + tenYears) * 1000), "0", "0", "0", "0"}},
+			[7]string{"1", "1000000", num((now + tenYears) * 1000), "0", "0", "0", "0"}, none},
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"1", "1", "9007199254740993", "0", "0", "0", "0"}},
+			[7]string{"1", "1", "9007199254740993", "0", "0", "0", "0"}, none},
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"99999999999999", num(tenYears * 1000), num((now + 1000) * 1000), "0", "0", "0", "0"}},
+			[7]string{"99999999999999", num(tenYears * 1000), num((now + 1000) * 1000), "0", "0", "0", "0"}, none},
 		// Burst 0 (the slot after Full), Every 1 µs.
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"0", "1", num((now + 5000) * 1000), "0", "0", "0", "0"}},
+			[7]string{"0", "1", num((now + 5000) * 1000), "0", "0", "0", "0"}, none},
 		// Malformed pace and limit fields.
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"-1", "nan", "1e16", "1e19", "-2", "inf", "-5"}},
+			[7]string{"-1", "nan", "1e16", "1e19", "-2", "inf", "-5"}, none},
 		{[8]string{num(now * 1000), "0", "0", "0", "", "", "0", "0"},
-			[7]string{"1.5", " 1", strings.Repeat("9", 40), "1048577", num(tenYears * 1000), num((now + tenYears) * 1000), num(now + tenYears)}},
+			[7]string{"1.5", " 1", strings.Repeat("9", 40), "1048577", num(tenYears * 1000), num((now + tenYears) * 1000), num(now + tenYears)}, none},
 	} {
-		a := append(sd.facts[:], sd.pace[:]...)
-		f.Add(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14])
+		a := append(append(sd.facts[:], sd.pace[:]...), sd.tally[:]...)
+		f.Add(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16])
 	}
 	m := miniredis.NewMiniRedis()
 	require.NoError(f, m.Start())
@@ -130,13 +150,16 @@ func FuzzHashFields(f *testing.F) {
 	require.NoError(f, err)
 	f.Cleanup(func() { _ = s.Close() })
 	horizon := time.Duration(s.longest.Load()) * time.Millisecond
-	f.Fuzz(func(t *testing.T, v, ds, du, np, r, p, pu, w, b, e, fu, mi, gr, ca, cu string) {
+	f.Fuzz(func(t *testing.T, v, ds, du, np, r, p, pu, w, b, e, fu, mi, gr, ca, cu, owner, tally string) {
 		ctx := context.Background()
 		name := "api.example.com"
-		kf := s.keys(name)[0]
+		kf, kt := s.keys(name)[0], s.keys(name)[3]
 		m.FlushAll()
 		m.HSet(kf, "v", v, "ds", ds, "du", du, "np", np, "r", r, "p", p, "pu", pu, "w", w,
 			"b", b, "e", e, "fu", fu, "mi", mi, "gr", gr, "ca", ca, "cu", cu)
+		if owner != "" || tally != "" {
+			m.HSet(kt, owner, tally)
+		}
 		at := time.Now().Truncate(time.Millisecond)
 		inRange := func(f llmretry.Facts) {
 			for _, tm := range []time.Time{f.DownUntil, f.NextProbe, f.ProbeUntil, f.WaitUntil, f.CutAt, f.CapUntil} {
@@ -147,6 +170,7 @@ func FuzzHashFields(f *testing.F) {
 			assert.LessOrEqual(t, f.Grow, horizon, "a Grow beyond the horizon")
 			assert.True(t, f.Burst >= 0 && f.Burst <= maxBurst, "Burst %d", f.Burst)
 			assert.True(t, f.MaxInFlight >= 0 && f.MaxInFlight <= maxCount, "MaxInFlight %d", f.MaxInFlight)
+			assert.True(t, f.InFlight >= 0 && f.InFlight <= maxCount, "InFlight %d", f.InFlight)
 			assert.LessOrEqual(t, len(f.Reason), maxReason)
 			assert.LessOrEqual(t, len(f.Prober), maxProber)
 		}
@@ -167,13 +191,17 @@ func FuzzHashFields(f *testing.F) {
 		inRange(f)
 		assert.False(t, f.ProbeUntil.After(at.Add(10*time.Second)), "a lease longer than two of the caller's: %v", f.ProbeUntil.Sub(at))
 		f, err = s.Report(ctx, name, llmretry.Report{At: at, Evidence: llmretry.ProviderDown, Reason: "502", DownFor: 15 * time.Second, NextProbe: at.Add(5 * time.Second), Prober: "h",
-			Burst: 10, Every: time.Second, Full: at.Add(10 * time.Second), MaxInFlight: 4, CapUntil: at.Add(30 * time.Second)})
+			Burst: 10, Every: time.Second, Full: at.Add(10 * time.Second), Cut: true, Grow: time.Second, CapUntil: at.Add(30 * time.Second),
+			Owner: "fz", Unleased: 3, Seq: 2, TallyUntil: at.Add(time.Minute)})
 		require.NoError(t, err)
 		inRange(f)
+		assert.GreaterOrEqual(t, f.InFlight, 3, "the tally just reported")
+		assert.True(t, f.Capped(at) && f.MaxInFlight == max(f.InFlight, 1), "a cut is the calls in flight counted: %+v", f)
 		f, err = s.Release(ctx, name, "s", at)
 		require.NoError(t, err)
 		inRange(f)
 		assert.LessOrEqual(t, m.TTL(kf), horizon+time.Minute)
+		assert.LessOrEqual(t, m.TTL(kt), horizon+time.Minute)
 	})
 }
 

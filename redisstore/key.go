@@ -30,11 +30,12 @@ func (s *Store) Key(host string, credential []byte) string {
 
 // keys returns the Redis keys of the provider key name: its facts (a
 // hash), its retry leases and its send leases (sorted sets of holders by
-// lease end). All carry the name as their hash tag, so that a script
-// touching them runs on one Cluster slot.
+// lease end), and its tallies (a hash of owner to "n:seq:until"). All
+// carry the name as their hash tag, so that a script touching them runs
+// on one Cluster slot.
 func (s *Store) keys(name string) []string {
 	tag := s.opts.Prefix + "{" + name + "}:"
-	return []string{tag + "f", tag + "retries", tag + "sends"}
+	return []string{tag + "f", tag + "retries", tag + "sends", tag + "tallies"}
 }
 
 // channel returns the channel the Store's changes are published on.

@@ -2,11 +2,11 @@ package redisstore
 
 import "github.com/redis/go-redis/v9"
 
-// The Lua scripts, one per Store operation. Each touches only the three
+// The Lua scripts, one per Store operation. Each touches only the four
 // Redis keys of one provider key (KEYS[1], its facts; KEYS[2], its retry
-// leases; KEYS[3], its send leases), which share a hash tag, so it runs
-// atomically on one Cluster slot. go-redis sends them with EVALSHA, and
-// EVAL when the server does not know them yet.
+// leases; KEYS[3], its send leases; KEYS[4], its tallies), which share a
+// hash tag, so it runs atomically on one Cluster slot. go-redis sends them
+// with EVALSHA, and EVAL when the server does not know them yet.
 //
 // Facts are a hash: v (the version), ds, du, np (down since, down until,
 // next probe), r (the reason), p, pu (the prober and its lease's end), w
@@ -18,6 +18,17 @@ import "github.com/redis/go-redis/v9"
 // round to 6 or 7, nor a limit grow a step early); the scripts judge
 // every fact by the caller's time (at): a lapsed fact reads as zero. Retry
 // and send leases are sorted sets of holders scored by lease end.
+//
+// Tallies are a hash of owner (a process, Report.Owner: at most 128 bytes)
+// to "n:seq:until": the key's calls that process has in flight without a
+// send lease, its count's sequence number (a decimal of up to 20 digits
+// without a leading zero: any uint64, compared digit by digit, since a
+// Lua number holds only 53 bits and storetest numbers counts by
+// UnixNano), and the tally's end (Unix µs). A count whose seq is not
+// above the owner's stored one is stale and ignored; an ended tally (n 0)
+// is kept a minute with its seq, so that a late count cannot bring it
+// back. InFlight (s, below) is the live send leases and the live tallies'
+// n, at most maxCount.
 //
 // Every script's ARGV begins with the horizon (ARGV[1], ms) and the
 // caller's time (ARGV[2], µs: at, the time in ms the scripts judge the
@@ -35,32 +46,36 @@ import "github.com/redis/go-redis/v9"
 // changes or a minute passes).
 //
 // A change sets the keys' expiry (PEXPIRE) to a minute past the last live
-// fact, so Redis forgets a key a minute after its facts lapsed, and keeps
-// its version at least a minute after its last change; expiry is only
-// Redis's memory bound, never how a fact lapses. A change that other
-// processes must hear of is published on the channel (ARGV after the
-// operation's own) as one message:
+// fact (a live tally's end included), so Redis forgets a key a minute after
+// its facts lapsed, and keeps its version at least a minute after its last
+// change; expiry is only Redis's memory bound, never how a fact lapses. A
+// change that other processes must hear of is published on the channel
+// (ARGV after the operation's own) as one message:
 //
 //	"v ds du np pu w n b e fu mi gr ca cu s len(p) len(name)\n" + p + name + r
 //
-// (n counts the live retry leases, s the live send leases). Every answer
-// is {v, ds, du, np, pu, w, n, p, r, granted, bad, b, e, fu, mi, gr, ca,
-// cu, s, slot}: slot is TakeSend's instant (µs; 0 for none and for the
-// other operations), bad counts the fields the script read as nothing —
-// not a short digit string (NaN, inf, 1e19, a negative), a time beyond the
-// horizon (ARGV[1]: the longest lifetime the Store's callers write, at
-// least 10 minutes; a pace's Full, two horizons: the longest send lease
-// and the longest window), a version ahead of Redis's clock, an over-long
-// prober or reason, a count or an interval out of range. A script that
-// read any writes the facts back as it read them. No expiry is set beyond
-// the horizon.
+// (n counts the live retry leases, s the calls in flight: live send leases
+// and tallies). Every answer is {v, ds, du, np, pu, w, n, p, r, granted,
+// bad, b, e, fu, mi, gr, ca, cu, s, slot}: slot is TakeSend's instant (µs;
+// 0 for none and for the other operations), bad counts the fields the
+// script read as nothing — not a short digit string (NaN, inf, 1e19, a
+// negative), a time beyond the horizon (ARGV[1]: the longest lifetime the
+// Store's callers write, at least 10 minutes; a pace's Full, two horizons:
+// the longest send lease and the longest window), a version ahead of
+// Redis's clock, an over-long prober or reason, a count or an interval out
+// of range, a tally that is not "n:seq:until" in range or whose owner is
+// empty or over-long, a tallies hash of more than maxOwners fields. A
+// script that read any writes the facts back as it read them, and drops
+// the bad tallies (all of them, for an over-long hash). No expiry is set
+// beyond the horizon.
 const prelude = `
-local kf, kr, ks = KEYS[1], KEYS[2], KEYS[3]
+local kf, kr, ks, kt = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold = 60000
 local horizon = tonumber(ARGV[1])
 local atus = tonumber(ARGV[2])
 local at = math.floor(atus / 1000)
 local maxBurst, maxCount = 1073741824, 1048576
+local maxOwner, maxOwners = 128, 4096
 local bad = 0
 local function int(x) return string.format('%d', x) end
 local function clock()
@@ -112,6 +127,72 @@ end
 local function live(k, at)
   return redis.call('ZCOUNT', k, '(' .. int(at), int(at + horizon))
 end
+-- A tally's seq: a decimal of 1 to 20 digits without a leading zero (any
+-- uint64), compared digit by digit: a Lua number holds only 53 bits.
+local function seqOK(x)
+  return #x >= 1 and #x <= 20 and string.match(x, '^%d+$') ~= nil and (#x == 1 or string.byte(x, 1) ~= 48)
+end
+local function seqAfter(a, b)
+  if #a ~= #b then return #a > #b end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return false
+end
+-- The fields of kt to drop (lapsed, or bad), and whether to drop it whole.
+local dead, deadAll = {}, false
+local function clean()
+  if deadAll then
+    redis.call('DEL', kt)
+  else
+    local d = {}
+    for o in pairs(dead) do d[#d + 1] = o end
+    if #d > 0 then redis.call('HDEL', kt, unpack(d)) end
+  end
+  dead, deadAll = {}, false
+end
+-- tallies returns the live tallies at at (owner -> {n, seq, u}); lapsed
+-- and bad ones are noted in dead.
+local function tallies()
+  local t = {}
+  if redis.call('HLEN', kt) > maxOwners then
+    bad, deadAll = bad + 1, true
+    return t
+  end
+  local h = redis.call('HGETALL', kt)
+  for i = 1, #h, 2 do
+    local o, x = h[i], h[i + 1]
+    local n, sq, u
+    if #o >= 1 and #o <= maxOwner and #x <= 64 then n, sq, u = string.match(x, '^(%d+):(%d+):(%d+)$') end
+    if n and #n <= 7 and seqOK(sq) and #u <= 16 then
+      n, u = tonumber(n), tonumber(u)
+      if n > maxCount or u > atus + 1000 * horizon then n = nil end
+    else
+      n = nil
+    end
+    if not n then
+      bad, dead[o] = bad + 1, true
+    elseif atus >= u then
+      dead[o] = true
+    else
+      t[o] = {n = n, seq = sq, u = u}
+    end
+  end
+  return t
+end
+-- sums returns the calls in flight tallies t count, and the last end of
+-- one that counts any (ms).
+local function sums(t)
+  local n, last = 0, 0
+  for _, x in pairs(t) do
+    if x.n > 0 then n, last = n + x.n, math.max(last, math.ceil(x.u / 1000)) end
+  end
+  return n, last
+end
+local function inflight(f)
+  return math.min(f.ls + f.ts, maxCount)
+end
 local function load()
   local h = redis.call('HMGET', kf, 'v', 'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'b', 'e', 'fu', 'mi', 'gr', 'ca', 'cu')
   local f = {sv = version(h[1]), ds = when(h[2], at), du = when(h[3], at), np = when(h[4], at),
@@ -125,12 +206,11 @@ local function load()
   if f.e == 0 or atus >= f.fu then f.b, f.e, f.fu = 0, 0, 0 end
   if f.mi == 0 or at >= f.cu then f.mi, f.gr, f.ca, f.cu = 0, 0, 0, 0 end
   f.n = live(kr, at)
-  f.s = live(ks, at)
+  f.t = tallies()
+  f.ts, f.tl = sums(f.t)
+  f.ls = live(ks, at)
+  f.s = inflight(f)
   return f
-end
-local function cap(f)
-  if f.gr == 0 or atus <= f.ca then return f.mi end
-  return f.mi + math.min(math.floor((atus - f.ca) / f.gr), maxCount)
 end
 local function copy(f)
   local g = {}
@@ -159,17 +239,25 @@ local function keep(at, last)
   end
   local ttl = int(math.min(math.max(last - at, 0), horizon) + hold)
   redis.call('PEXPIRE', kf, ttl)
-  for _, k in ipairs({kr, ks}) do
+  for _, k in ipairs({kr, ks, kt}) do
     if redis.call('EXISTS', k) == 1 then redis.call('PEXPIRE', k, ttl) end
   end
 end
 local function lastOf(g)
-  return math.max(g.du, g.pu, g.w, math.ceil(g.fu / 1000), g.cu)
+  return math.max(g.du, g.pu, g.w, math.ceil(g.fu / 1000), g.cu, g.tl)
 end
-local function finish(f, g, at, name, chan, announce, granted, slot)
+-- finish stores g, the facts after the operation (f before it), if they
+-- changed or bad data was read, and answers. touched says the operation
+-- wrote a tally: the keys' expiry is set even if no fact changed.
+local function finish(f, g, at, name, chan, announce, granted, slot, touched)
   if same(f, g) and bad == 0 then
+    if touched then
+      clean()
+      keep(at, lastOf(g))
+    end
     return unchanged(f, granted, slot)
   end
+  clean()
   local v = math.max(f.sv + 1, clock() + 1)
   redis.call('HSET', kf, 'v', int(v), 'ds', int(g.ds), 'du', int(g.du), 'np', int(g.np),
     'r', g.r, 'p', g.p, 'pu', int(g.pu), 'w', int(g.w), 'b', int(g.b), 'e', int(g.e), 'fu', int(g.fu),
@@ -196,12 +284,17 @@ return unchanged(f, false)
 
 // reportScript: ARGV horizon, at (µs), evidence ("down", "up" or ""), reason,
 // down-for (ms), next probe, wait until, prober, burst, every (µs), full
-// (µs), max in flight, grow (µs), cap until, name, channel.
+// (µs), cut ("1" or ""), grow (µs), cap until, owner, unleased, seq, tally
+// until (µs), name, channel. The owner's tally is set first, if its seq is
+// above the stored one's (or none is stored); then a cut limits the key's
+// calls in flight to those counted (at least 1), or a tally that rose on a
+// limited key raises the limit to them if it is lower (memstore's rules).
 var reportScript = redis.NewScript(prelude + `
 local ev, reason, downFor = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local np, wait, prober = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 local burst, every, full = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local maxIn, grow, capUntil = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local cut, grow, capUntil = ARGV[12] == '1', tonumber(ARGV[13]), tonumber(ARGV[14])
+local owner, unleased, seq, tallyUntil = ARGV[15], tonumber(ARGV[16]), ARGV[17], tonumber(ARGV[18])
 local f = load()
 local g = copy(f)
 local held = prober ~= '' and f.p == prober
@@ -221,11 +314,28 @@ if every > 0 then
     g.fu, g.e, g.b = math.max(g.fu, full), math.max(g.e, every), math.min(g.b, burst)
   end
 end
-if maxIn > 0 then
-  if f.mi > 0 then maxIn = math.min(maxIn, cap(f)) end
-  g.mi, g.gr, g.ca, g.cu = maxIn, grow, atus, math.max(g.cu, capUntil)
+local touched, rose = false, false
+local old = f.t[owner]
+if owner ~= '' and (not old or seqAfter(seq, old.seq)) then
+  rose = unleased > (old and old.n or 0)
+  local x = {n = unleased, seq = seq, u = tallyUntil}
+  if unleased <= 0 or atus >= tallyUntil then
+    -- Ended; its seq is kept a minute, so that a late count cannot
+    -- bring it back.
+    x = {n = 0, seq = seq, u = atus + 1000 * hold}
+  end
+  clean()
+  redis.call('HSET', kt, owner, int(x.n) .. ':' .. seq .. ':' .. int(x.u))
+  f.t[owner] = x
+  g.ts, g.tl = sums(f.t)
+  g.s, touched = inflight(g), true
 end
-return finish(f, g, at, ARGV[15], ARGV[16], true, false)
+if cut then
+  g.mi, g.gr, g.ca, g.cu = math.max(g.s, 1), grow, atus, math.max(g.cu, capUntil)
+elseif rose and g.mi > 0 and g.s > g.mi then
+  g.mi = g.s
+end
+return finish(f, g, at, ARGV[19], ARGV[20], true, false, 0, touched)
 `)
 
 // takeProbeScript: ARGV horizon, at (µs), holder, until, name, channel. A lease
@@ -265,6 +375,8 @@ return finish(f, g, at, ARGV[6], ARGV[7], false, true)
 // new send lease: calls elsewhere wait for no such change); a Full past
 // two horizons is none this fleet would write, so a grant moves it no
 // further. Send leases beyond the horizon are removed, like retry leases.
+// The limit counts send leases and tallies; a holder that holds a lease
+// already keeps one, until the later end.
 var takeSendScript = redis.NewScript(prelude + `
 local holder, untlus, limit = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local untl = math.floor(untlus / 1000)
@@ -277,8 +389,10 @@ if limit > 0 and f.s >= limit then return unchanged(f, false, 0) end
 local g = copy(f)
 if f.e > 0 then g.fu = math.min(math.max(g.fu, slot) + g.e, atus + 2000 * horizon) end
 if limit > 0 then
-  redis.call('ZADD', ks, int(untl), holder)
-  g.s = live(ks, at)
+  local held = tonumber(redis.call('ZSCORE', ks, holder) or '0') or 0
+  redis.call('ZADD', ks, int(math.max(held, untl)), holder)
+  g.ls = live(ks, at)
+  g.s = inflight(g)
 end
 keep(at, lastOf(g))
 return finish(f, g, at, ARGV[6], ARGV[7], false, true, slot)
@@ -286,7 +400,8 @@ return finish(f, g, at, ARGV[6], ARGV[7], false, true, slot)
 
 // releaseScript: ARGV horizon, now (µs), holder, name, channel. Ending a probe
 // lease or a send lease is announced (calls elsewhere may wait for a send
-// lease to end), ending a retry lease alone is not.
+// lease to end), ending a retry lease alone is not. Tallies are not
+// leases: Release leaves them (a process ends its own by a count of 0).
 var releaseScript = redis.NewScript(prelude + `
 local holder = ARGV[3]
 local f = load()
@@ -294,6 +409,9 @@ local g = copy(f)
 local announce = false
 if f.p ~= '' and f.p == holder then g.p, g.pu, announce = '', 0, true end
 if redis.call('ZREM', kr, holder) == 1 then g.n = live(kr, at) end
-if redis.call('ZREM', ks, holder) == 1 then g.s, announce = live(ks, at), true end
+if redis.call('ZREM', ks, holder) == 1 then
+  g.ls = live(ks, at)
+  g.s, announce = inflight(g), true
+end
 return finish(f, g, at, ARGV[4], ARGV[5], announce, false)
 `)

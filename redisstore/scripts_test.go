@@ -71,7 +71,7 @@ func TestExpiryPace(t *testing.T) {
 			return err
 		}, 80 * time.Second, 0},
 		{"a limit until +30 s", func() error {
-			_, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderUp, MaxInFlight: 4, CapUntil: now.Add(30 * time.Second)})
+			_, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderUp, Cut: true, CapUntil: now.Add(30 * time.Second)})
 			return err
 		}, 90 * time.Second, 0},
 		{"a send lease until +2 min", func() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,11 @@ type Store struct {
 
 // errClosed is what a closed Store's methods return.
 var errClosed = errors.New("redisstore: Store closed")
+
+// errOwner is what Report returns for a Report.Owner longer than maxOwner
+// bytes: no process of the fleet names itself so (llmretry's are 16 hex
+// digits), and the scripts read such a tally as malformed.
+var errOwner = errors.New("an Owner longer than 128 bytes")
 
 // New returns a Store over client, which may be any go-redis client (a
 // single node, Sentinel's failover client or a Cluster: all Redis keys of
@@ -191,17 +197,32 @@ func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmr
 		s.lifetime(r.Every)
 		s.lifetime(r.Full.Sub(r.At))
 	}
-	var maxIn, grow, capUntil int64
-	if r.MaxInFlight > 0 {
-		maxIn, capUntil = min(int64(r.MaxInFlight), maxCount), ms(r.CapUntil)
+	var cut string
+	var grow, capUntil int64
+	if r.Cut {
+		cut, capUntil = "1", ms(r.CapUntil)
 		if r.Grow > 0 {
 			grow = max(r.Grow.Microseconds(), 1)
 			s.lifetime(r.Grow)
 		}
 		s.lifetime(r.CapUntil.Sub(r.At))
 	}
+	// A tally: its count bounded as the scripts bound it, its seq in
+	// decimal (any uint64: the scripts compare its digits).
+	var unleased, tallyUntil int64
+	seq := "0"
+	if r.Owner != "" {
+		if len(r.Owner) > maxOwner {
+			return llmretry.Facts{}, fmt.Errorf("redisstore: report: %w (%d bytes)", errOwner, len(r.Owner))
+		}
+		unleased, seq, tallyUntil = min(max(int64(r.Unleased), 0), maxCount), strconv.FormatUint(r.Seq, 10), us(r.TallyUntil)
+		if unleased > 0 && r.TallyUntil.After(r.At) {
+			s.lifetime(r.TallyUntil.Sub(r.At))
+		}
+	}
 	f, _, _, err := s.run(ctx, "report", reportScript, key, us(r.At), ev, r.Reason, r.DownFor.Milliseconds(),
-		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, burst, every, full, maxIn, grow, capUntil, key, s.channel())
+		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, burst, every, full, cut, grow, capUntil,
+		r.Owner, unleased, seq, tallyUntil, key, s.channel())
 	return f, err
 }
 

@@ -259,10 +259,15 @@ const (
 	// for a pace's Full (the year 2255): exact in a Lua number (2^53).
 	maxUS = 1 << 53
 	// maxBurst bounds a pace's Burst (far above any provider's request
-	// limit); maxCount a limit on calls in flight and the count of live
-	// send leases. The scripts hold the same bounds.
+	// limit); maxCount a limit on calls in flight, a tally, and the calls
+	// in flight counted (send leases and tallies). The scripts hold the
+	// same bounds.
 	maxBurst = 1 << 30
 	maxCount = 1 << 20
+	// maxOwner bounds a tally's owner (a process's name: llmretry's are
+	// 16 bytes); the scripts hold the same bound, and read a hash of more
+	// than 4,096 tallies as malformed.
+	maxOwner = 128
 )
 
 // maxHead bounds a notice's first line: 17 numbers of at most 19 digits,
