@@ -102,6 +102,63 @@ func TestExpiryPace(t *testing.T) {
 	}
 }
 
+// A tally keeps a key as long as it lives, and a minute more; an ended
+// one is kept that minute with its seq (a late count cannot bring it
+// back), and no key is left without an expiry, even one that holds
+// nothing but an ended tally.
+func TestExpiryTally(t *testing.T) {
+	m := miniredis.RunT(t)
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:"})
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	key := st.Key("api.example.com", []byte("k"))
+	hash, tallies := "x:{"+key+"}:f", "x:{"+key+"}:tallies"
+	tally := func(owner string, n int, seq uint64, until time.Duration) llmretry.Facts {
+		t.Helper()
+		f, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderUp, Owner: owner, Unleased: n, Seq: seq, TallyUntil: now.Add(until)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	tally("a", 0, 1, time.Minute)
+	if m.Exists(hash) || !m.Exists(tallies) || m.TTL(tallies) != time.Minute {
+		t.Errorf("a count of 0 on a new key: facts' hash exists %v, tallies' TTL %v; want none, a minute", m.Exists(hash), m.TTL(tallies))
+	}
+	if f := tally("b", 2, 1, 4*time.Minute); f.InFlight != 2 || m.TTL(hash) != 5*time.Minute || m.TTL(tallies) != 5*time.Minute {
+		t.Errorf("a tally of 2 until +4 min: %d in flight, the hashes expire in %v and %v; want 2, 5 min", f.InFlight, m.TTL(hash), m.TTL(tallies))
+	}
+	if f := tally("b", 0, 2, 4*time.Minute); f.InFlight != 0 || m.TTL(hash) != time.Minute || m.TTL(tallies) != time.Minute {
+		t.Errorf("its end: %d in flight, the hashes expire in %v and %v; want 0, a minute", f.InFlight, m.TTL(hash), m.TTL(tallies))
+	}
+	if f := tally("b", 5, 1, 4*time.Minute); f.InFlight != 0 {
+		t.Errorf("a late count brought an ended tally back: %d in flight", f.InFlight)
+	}
+	m.FastForward(61 * time.Second)
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("Redis still holds %q", keys)
+	}
+}
+
+// An Owner no process of the fleet would have is refused before Redis.
+func TestReportOwnerTooLong(t *testing.T) {
+	m := miniredis.RunT(t)
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{})
+	now := time.Now()
+	_, err := st.Report(context.Background(), "api.example.com", llmretry.Report{At: now, Evidence: llmretry.ProviderUp,
+		Owner: strings.Repeat("o", 129), Unleased: 1, Seq: 1, TallyUntil: now.Add(time.Minute)})
+	if err == nil || !strings.Contains(err.Error(), "Owner") {
+		t.Errorf("a 129-byte Owner: %v, want an error", err)
+	}
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("Redis holds %q", keys)
+	}
+	if _, err := st.Report(context.Background(), "api.example.com", llmretry.Report{At: now, Evidence: llmretry.ProviderUp,
+		Owner: strings.Repeat("o", 128), Unleased: 1, Seq: 1, TallyUntil: now.Add(time.Minute)}); err != nil {
+		t.Errorf("a 128-byte Owner: %v", err)
+	}
+}
+
 // A dump of Redis after an outage holds no credential: names carry the
 // host and a keyed hash, values the facts and the failure's kind.
 func TestNoCredentialInRedis(t *testing.T) {
