@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/llmretry/llmretry/redisstore/internal/fleet"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,7 +32,7 @@ import (
 // answer within 1.2 × ideal pacing's. Off, the runs assert only that
 // every call answers, and log their figures (go test -v). The environment
 // variable LLMRETRY_PACING_TARGETS=1 switches them on without an edit.
-const pacingTargets = false
+const pacingTargets = true
 
 // pacingTargetsOn reports whether the targets are asserted.
 func pacingTargetsOn() bool { return pacingTargets || os.Getenv("LLMRETRY_PACING_TARGETS") != "" }
@@ -93,7 +95,9 @@ func TestFleetRateLimit(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), rateBound)
 			defer cancel()
+			tr := startTrace(t, srv.Addr, prefix(t), prov, start)
 			ps, err := fleet.SpawnContext(ctx, os.Args[0], nil, cfgs)
+			tr.stop(ps)
 			require.NoError(t, err, "the fleet did not finish within %v", rateBound)
 			took := time.Since(start)
 
@@ -109,8 +113,8 @@ func TestFleetRateLimit(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%s, %d processes × %d calls at once through Redis: %s; took %v; Redis ran %s",
-				sc.name, rateProcs, rateCallsPerProc, fig, took.Round(100*time.Millisecond), commandStats(t, srv.Addr))
+			t.Logf("%s, %d processes × %d calls at once through Redis: %s; took %v; Redis ran %s; left in Redis after the run: %s",
+				sc.name, rateProcs, rateCallsPerProc, fig, took.Round(100*time.Millisecond), commandStats(t, srv.Addr), tr.left)
 
 			require.Len(t, res, rateProcs*rateCallsPerProc, "results")
 			assert.Equal(t, len(res), fig.answered, "calls answered")
@@ -314,4 +318,139 @@ func TestRateFigures(t *testing.T) {
 	assert.Equal(t, []time.Duration{2 * s, 4 * s, 26 * s}, []time.Duration{ic[7], ic[8], ic[101]})
 	assert.Equal(t, 89*s, percentile(ib, 95))
 	assert.Equal(t, 26*s, percentile(ic, 95))
+}
+
+// rateTrace follows what Redis holds of the scenario's provider key while
+// its fleet runs: the limit on calls in flight, the send leases and tallies
+// counted, and the provider's own count of requests in flight, a line per
+// change (every 100 ms at most). Written to $LLMRETRY_FLEET_TRACE/NAME.txt
+// if that variable names a folder, with each process's log records (a fall
+// back to in-process coordination, and back) among the lines; what the key
+// still holds after the run (send leases and tallies live then: none, if
+// every lease was released where it was taken) is logged either way.
+type rateTrace struct {
+	t     *testing.T
+	c     *redis.Client
+	pfx   string
+	prov  *fleet.RateLimiter
+	start time.Time
+	done  chan struct{}
+	ended chan struct{}
+	lines []traceLine
+	left  string
+}
+
+// traceLine is one line of a trace, at its time.
+type traceLine struct {
+	at   time.Time
+	text string
+}
+
+// startTrace starts following the key of the fleet under prefix pfx.
+func startTrace(t *testing.T, addr, pfx string, prov *fleet.RateLimiter, start time.Time) *rateTrace {
+	tr := &rateTrace{t: t, c: newClient(t, addr), pfx: pfx, prov: prov, start: start, done: make(chan struct{}), ended: make(chan struct{})}
+	go tr.run()
+	return tr
+}
+
+// snapshot describes what Redis holds of the key at now, and the
+// provider's requests in flight.
+func (tr *rateTrace) snapshot(ctx context.Context, now time.Time) string {
+	keys, _ := tr.c.Keys(ctx, tr.pfx+"{*}:f").Result()
+	provIn, refused := 0, 0
+	for _, r := range tr.prov.Records() {
+		if r.Admitted && r.Left.IsZero() {
+			provIn++
+		}
+		if !r.Admitted {
+			refused++
+		}
+	}
+	if len(keys) == 0 {
+		return fmt.Sprintf("no key · provider %d in flight, %d refused", provIn, refused)
+	}
+	base := strings.TrimSuffix(keys[0], ":f")
+	h, _ := tr.c.HMGet(ctx, base+":f", "mi", "gr", "ca", "cu").Result()
+	num := func(x any) int64 {
+		s, _ := x.(string)
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return n
+	}
+	mi, gr, ca, cu := num(h[0]), num(h[1]), num(h[2]), num(h[3])
+	limit := "none"
+	if mi > 0 && now.UnixMilli() < cu {
+		c := mi
+		if gr > 0 && now.UnixMicro() > ca {
+			c += (now.UnixMicro() - ca) / gr
+		}
+		limit = fmt.Sprintf("%d (cap %d)", mi, c)
+	}
+	leases, _ := tr.c.ZCount(ctx, base+":sends", "("+strconv.FormatInt(now.UnixMilli(), 10), "+inf").Result()
+	tallies, _ := tr.c.HGetAll(ctx, base+":tallies").Result()
+	var ts []string
+	sum := 0
+	for o, v := range tallies {
+		f := strings.Split(v, ":")
+		if len(f) != 3 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[0])
+		until, _ := strconv.ParseInt(f[2], 10, 64)
+		if n > 0 && now.UnixMicro() < until {
+			sum += n
+			ts = append(ts, fmt.Sprintf("%.4s:%d", o, n))
+		}
+	}
+	slices.Sort(ts)
+	return fmt.Sprintf("limit %s · Redis counts %d in flight (%d leases + %d tallied %v) · provider %d in flight, %d refused",
+		limit, int(leases)+sum, leases, sum, ts, provIn, refused)
+}
+
+func (tr *rateTrace) run() {
+	defer close(tr.ended)
+	ctx := context.Background()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	for {
+		select {
+		case <-tr.done:
+			now := time.Now()
+			tr.left = tr.snapshot(ctx, now)
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		if s := tr.snapshot(ctx, now); s != last {
+			last = s
+			tr.lines = append(tr.lines, traceLine{now, s})
+		}
+	}
+}
+
+// stop ends the trace and writes it, with the processes' log records.
+func (tr *rateTrace) stop(ps []fleet.Process) {
+	close(tr.done)
+	<-tr.ended
+	dir := os.Getenv("LLMRETRY_FLEET_TRACE")
+	if dir == "" {
+		return
+	}
+	lines := tr.lines
+	for i, p := range ps {
+		for j, msg := range p.Logs {
+			if j < len(p.LogTimes) {
+				lines = append(lines, traceLine{p.LogTimes[j], fmt.Sprintf("process %d: %s", i, msg)})
+			}
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b traceLine) int { return a.at.Compare(b.at) })
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%+7.1fs %s\n", l.at.Sub(tr.start).Seconds(), l.text)
+	}
+	name := strings.NewReplacer("/", "-", " ", "_").Replace(tr.t.Name())
+	if err := os.WriteFile(dir+"/"+name+".txt", []byte(b.String()), 0o644); err != nil {
+		tr.t.Errorf("the trace: %v", err)
+	}
 }

@@ -74,8 +74,9 @@ type Result struct {
 
 // Process is what one process printed.
 type Process struct {
-	Results []Result
-	Logs    []string // the messages it logged (slog records' msg)
+	Results  []Result
+	Logs     []string    // the messages it logged (slog records' msg)
+	LogTimes []time.Time // when it logged each
 	Stderr  string   // everything else on its standard error
 }
 
@@ -263,9 +264,13 @@ func parse(stdout, stderr io.Reader) Process {
 	var other strings.Builder
 	sc = bufio.NewScanner(stderr)
 	for sc.Scan() {
-		var rec struct{ Msg string }
+		var rec struct {
+			Msg  string
+			Time time.Time
+		}
 		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg != "" {
 			p.Logs = append(p.Logs, rec.Msg)
+			p.LogTimes = append(p.LogTimes, rec.Time)
 			continue
 		}
 		other.WriteString(sc.Text() + "\n")
