@@ -87,6 +87,40 @@ func BenchmarkSuccessPath(b *testing.B) {
 	b.Run("loopback/coordinated", func(b *testing.B) { benchmarkSuccess(b, coordinated(loop), srv.URL) })
 }
 
+// rateBase answers like memBase, with the rate-limit headers OpenAI sends
+// on every response (a limit far from spent).
+type rateBase struct{}
+
+func (rateBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := memBase{}.RoundTrip(req)
+	resp.Header = http.Header{
+		"X-Ratelimit-Limit-Requests":     {"500"},
+		"X-Ratelimit-Remaining-Requests": {"499"},
+		"X-Ratelimit-Reset-Requests":     {"120ms"},
+		"X-Ratelimit-Limit-Tokens":       {"30000"},
+		"X-Ratelimit-Remaining-Tokens":   {"29980"},
+		"X-Ratelimit-Reset-Tokens":       {"40ms"},
+	}
+	return resp, err
+}
+
+// BenchmarkSuccessPathRateHeaders is the in-memory success path when every
+// response carries rate-limit headers, which a coordinated Transport reads
+// for a spent limit: its cost against the bare base and New in one run.
+func BenchmarkSuccessPathRateHeaders(b *testing.B) {
+	rt, err := New(rateBase{}, Policy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	co, err := NewCoordinated(rateBase{}, Policy{}, Coordination{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("bare", func(b *testing.B) { benchmarkSuccess(b, rateBase{}, "http://mem.test/v1") })
+	b.Run("llmretry", func(b *testing.B) { benchmarkSuccess(b, rt, "http://mem.test/v1") })
+	b.Run("coordinated", func(b *testing.B) { benchmarkSuccess(b, co, "http://mem.test/v1") })
+}
+
 // getBodyCounter counts GetBody calls.
 type getBodyCounter struct{ calls int }
 

@@ -78,10 +78,10 @@ const (
 //   - A 429 that spends no published limit, while other calls of the key
 //     are in flight, limits the key's calls in flight to that number;
 //     calls over it wait for one in flight to end (a stream: its body),
-//     oldest first. The limit grows back by one every 6 probe intervals
-//     (every ProbeInterval/5 while it may be one process's part of a
-//     fleet's count), and lapses 12 probe intervals after the last 429
-//     that cut it.
+//     oldest first. The count is the fleet's: the store counts every
+//     process's send leases and its attempts sent before the limit was
+//     learnt. The limit grows back by one every 6 probe intervals, and
+//     lapses 12 probe intervals after the last 429 that cut it.
 //   - When the key comes back (or the server's wait is over), the held
 //     calls are released at random times within ReleaseSpread (or before
 //     each call's deadline minus its reserve, if that comes first); a

@@ -150,3 +150,37 @@ func TestRequestedTokens(t *testing.T) {
 		assert.Equal(t, c.want, requestedTokens([]byte(c.body)), c.body)
 	}
 }
+
+// Whatever the headers say, a pace read from them is one a gate can use:
+// a positive rate, a burst within bounds, a full instant after the send;
+// and reading them never panics.
+func FuzzSpentPace(f *testing.F) {
+	f.Add("10", "0", "10s", "", "", "", int64(0))
+	f.Add("20000", "500", "58.5s", "", "", "", int64(1000))
+	f.Add("", "", "", "50", "0", "2026-12-01T12:00:25Z", int64(0))
+	f.Add("9223372036854775807", "0", "2562047h", "-1", "-1", "1796126410000", int64(-5))
+	f.Fuzz(func(t *testing.T, limit, remaining, reset, aLimit, aRemaining, aReset string, cost int64) {
+		sent := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+		h := http.Header{
+			"X-Ratelimit-Limit-Requests":             {limit},
+			"X-Ratelimit-Remaining-Requests":         {remaining},
+			"X-Ratelimit-Reset-Requests":             {reset},
+			"X-Ratelimit-Limit-Tokens":               {limit},
+			"X-Ratelimit-Remaining-Tokens":           {remaining},
+			"X-Ratelimit-Reset-Tokens":               {reset},
+			"Anthropic-Ratelimit-Requests-Limit":     {aLimit},
+			"Anthropic-Ratelimit-Requests-Remaining": {aRemaining},
+			"Anthropic-Ratelimit-Requests-Reset":     {aReset},
+			"X-Ratelimit-Limit":                      {aLimit},
+			"X-Ratelimit-Remaining":                  {aRemaining},
+			"X-Ratelimit-Reset":                      {aReset},
+		}
+		p, ok := spentPace(h, sent, cost)
+		if !ok {
+			return
+		}
+		if p.every <= 0 || p.burst < 1 || p.burst > maxBurst || !p.full.After(sent) {
+			t.Fatalf("an unusable pace: %+v", p)
+		}
+	})
+}
