@@ -19,12 +19,15 @@
 // next probe's time, the probe lease, the server wait's end, the live
 // retry leases, the pace a spent rate limit sets (burst, interval, when
 // the bucket is full again: each send takes the next slot), the limit on
-// calls in flight learnt from a 429, and the live send leases counted
-// against it. Each operation of the coordinator is one Lua script
-// (EVALSHA) on the key's three Redis keys, PREFIX{name}:f (a hash),
+// calls in flight learnt from a 429, and the calls in flight counted
+// against it: the live send leases, and each process's tally of its calls
+// in flight without one (sent before the limit was learnt). Each
+// operation of the coordinator is one Lua script (EVALSHA) on the key's
+// four Redis keys, PREFIX{name}:f (a hash of the facts),
 // PREFIX{name}:retries and PREFIX{name}:sends (sorted sets of lease
-// holders by lease end), which share a hash tag and so one Cluster slot;
-// a change is published on PREFIX + "changes", to which each Store holds
+// holders by lease end) and PREFIX{name}:tallies (a hash of process to
+// "n:seq:until"), which share a hash tag and so one Cluster slot; a
+// change is published on PREFIX + "changes", to which each Store holds
 // one subscription. What waits stays in each process: held
 // calls, their timers and the choice of the next probe among them. A call
 // to a key with no live fact makes no Redis call: each process keeps a view
@@ -63,9 +66,12 @@
 // Nothing read from Redis can crash or wedge a process: notices and
 // answers are bounds-checked (and fuzzed), a malformed one is dropped and
 // counted (Store.Malformed); a fact no process of the fleet would write (a
-// lease, a down state, a wait, a pace or a limit on calls in flight longer
-// than the fleet's lifetimes, a count past its bound) is read as the most
-// the process would have written, or as nothing; a failure of
+// lease, a down state, a wait, a pace, a limit on calls in flight or a
+// tally longer than the fleet's lifetimes, a count past its bound, a tally
+// that is not "n:seq:until" or whose owner is over 128 bytes, a tallies
+// hash of more than 4,096 processes) is read as the most the process
+// would have written, or as nothing, and the next script that writes the
+// key drops it; a failure of
 // one key (its data of the wrong type, its Cluster slot's master down)
 // sends that key alone to in-process coordination; a subscription that
 // goes silent is found by a PING that must be answered within Timeout.
@@ -83,8 +89,12 @@
 // while a key is up (a 429 without a wait) cost two scripts each (take
 // and end a retry lease). While a key is paced or its calls in flight
 // are limited, each send costs one script (its slot, or its send lease),
-// and a send lease's end another and one message to each subscriber. A
-// key's Redis memory is a hash of fifteen short fields (and a sorted set
-// while retry or send leases live), gone a minute after its last live
-// fact.
+// and a send lease's end another and one message to each subscriber.
+// While a limit is live, each attempt sent without a lease (before the
+// limit was learnt) costs one script when it ends (its process's new
+// tally) and a message when the count changes; every script reads the
+// key's tallies, one short field per process that has such attempts. A
+// key's Redis memory is a hash of fifteen short fields (and sorted sets
+// while retry or send leases live, and a hash of tallies while one
+// lives), gone a minute after its last live fact.
 package redisstore

@@ -101,7 +101,7 @@ func FuzzHashFields(f *testing.F) {
 		{clean, limited, [2]string{"0123456789abcdef", "3:7:" + nowUS(time.Minute)}},
 		{clean, limited, [2]string{"0123456789abcdef", "0:18446744073709551615:" + nowUS(time.Minute)}},
 		{clean, limited, [2]string{"evil", "1048577:1:" + nowUS(time.Minute)}},
-		{clean, limited, [2]string{"evil", "5:1:" + nowUS(10 * 365 * 24 * time.Hour)}},
+		{clean, limited, [2]string{"evil", "5:1:" + nowUS(10*365*24*time.Hour)}},
 		{clean, limited, [2]string{"evil", "-5:1:" + nowUS(time.Minute)}},
 		{clean, limited, [2]string{"evil", "5:007:" + nowUS(time.Minute)}},
 		{clean, limited, [2]string{"evil", "5:123456789012345678901:" + nowUS(time.Minute)}},

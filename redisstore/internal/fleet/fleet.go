@@ -77,7 +77,7 @@ type Process struct {
 	Results  []Result
 	Logs     []string    // the messages it logged (slog records' msg)
 	LogTimes []time.Time // when it logged each
-	Stderr  string   // everything else on its standard error
+	Stderr   string      // everything else on its standard error
 }
 
 // IsChild reports whether this binary runs as a fleet process.
