@@ -265,10 +265,13 @@ func parse(stdout, stderr io.Reader) Process {
 	sc = bufio.NewScanner(stderr)
 	for sc.Scan() {
 		var rec struct {
-			Msg  string
-			Time time.Time
+			Msg, Error string
+			Time       time.Time
 		}
 		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg != "" {
+			if rec.Error != "" {
+				rec.Msg += " (" + rec.Error + ")"
+			}
 			p.Logs = append(p.Logs, rec.Msg)
 			p.LogTimes = append(p.LogTimes, rec.Time)
 			continue
