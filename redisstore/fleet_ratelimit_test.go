@@ -27,7 +27,10 @@ import (
 // does (fleet.RateLimiter: interop's rateLimiter over HTTP).
 
 // pacingTargets switches on issue 19's targets for these runs: after the
-// first 429 has reached its caller at most 2 more per 100 calls,
+// first 429 has reached its caller at most 2 more per 100 calls (429s of
+// attempts sent after it: on a loaded machine a crowd's first attempts,
+// all sent at once, arrive over a few hundred ms, longer than a
+// refusal takes),
 // throughput at least 90 % of the limit while calls waited, p95 time to
 // answer within 1.2 × ideal pacing's. Off, the runs assert only that
 // every call answers, and log their figures (go test -v). The environment
@@ -139,7 +142,8 @@ func TestFleetRateLimit(t *testing.T) {
 type rateFigures struct {
 	calls, answered int
 	refused         int // 429s in all
-	refusedAfter    int // 429s that arrived after the first 429 reached its caller
+	refusedAfter    int // 429s of attempts sent after the first 429 reached its caller
+	arrivedAfter    int // 429s that arrived after it (sent before it, some of them)
 	throughput      float64
 	waited          bool // some call waited on a refusal (throughput is defined)
 	p50, p95, most  time.Duration
@@ -153,10 +157,10 @@ func (f rateFigures) String() string {
 	if f.waited {
 		tput = fmt.Sprintf("%.0f %%", 100*f.throughput)
 	}
-	return fmt.Sprintf("answered %d/%d · 429s %d (%d after the first reached a caller) · throughput while calls waited %s · "+
+	return fmt.Sprintf("answered %d/%d · 429s %d (%d sent after the first reached a caller, %d arrived after it) · throughput while calls waited %s · "+
 		"time to answer p50 %s / p95 %s / max %s, ideal p95 %s (×%.2f) · most attempts by one call %d · "+
 		"Redis calls began to fail %d times (a process then coordinates alone for a probe interval)",
-		f.answered, f.calls, f.refused, f.refusedAfter, tput, fmtDur(f.p50), fmtDur(f.p95), fmtDur(f.most),
+		f.answered, f.calls, f.refused, f.refusedAfter, f.arrivedAfter, tput, fmtDur(f.p50), fmtDur(f.p95), fmtDur(f.most),
 		fmtDur(f.idealP95), float64(f.p95)/float64(f.idealP95), f.mostAttempts, f.fallbacks)
 }
 
@@ -199,7 +203,17 @@ func rateFiguresOf(spec fleet.RateSpec, start time.Time, recs []fleet.RateRecord
 		}
 	}
 	for _, r := range recs {
-		if !r.Admitted && !firstBack.IsZero() && r.At.After(firstBack) {
+		if r.Admitted || firstBack.IsZero() {
+			continue
+		}
+		if r.At.After(firstBack) {
+			f.arrivedAfter++
+		}
+		sent := r.Sent
+		if sent.IsZero() {
+			sent = r.At
+		}
+		if sent.After(firstBack) {
 			f.refusedAfter++
 		}
 	}

@@ -31,7 +31,23 @@ const configEnv = "LLMRETRY_FLEET_CONFIG"
 const (
 	procHeader = "X-Fleet-Proc"
 	callHeader = "X-Fleet-Call"
+	// sentHeader carries, on each attempt, when it left its process (Unix
+	// ns), stamped below the coordination (stampSent): a provider records
+	// it, so that an attempt sent after something happened can be told
+	// from one sent before that arrived late (a loaded machine delays
+	// arrivals by a few hundred ms).
+	sentHeader = "X-Fleet-Sent"
 )
+
+// stampSent is the processes' base transport: it stamps each attempt
+// with the instant it leaves (sentHeader).
+type stampSent struct{ base http.RoundTripper }
+
+func (s stampSent) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.Header.Set(sentHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+	return s.base.RoundTrip(r)
+}
 
 // Secret is the fleet's credential-hash secret (Options.Secret): the same
 // in every process.
@@ -140,7 +156,7 @@ func Run(cfg Config, out, logs io.Writer) error {
 	if len(cfg.Waits) > 0 {
 		policy.Waits, policy.Reserve = cfg.Waits, cfg.Reserve
 	}
-	rt, err := llmretry.NewCoordinated(base, policy, coord)
+	rt, err := llmretry.NewCoordinated(stampSent{base}, policy, coord)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,7 @@ func (s RateSpec) Rate() float64 {
 type RateRecord struct {
 	Proc, Call int       // the process and call that sent it (-1 if unknown)
 	At         time.Time // when it arrived
+	Sent       time.Time // when it left its process (zero if unknown)
 	Left       time.Time // when its answer left, or its caller gave up on it
 	Admitted   bool      // it took a request from the limit (else: 429)
 	Cut        bool      // its caller gave up before the answer left
@@ -146,7 +147,11 @@ func (l *RateLimiter) handle(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	l.mu.Lock()
 	ok := l.admit(now, h)
-	l.log = append(l.log, RateRecord{Proc: num(procHeader), Call: num(callHeader), At: now, Admitted: ok})
+	var sent time.Time
+	if ns, err := strconv.ParseInt(r.Header.Get(sentHeader), 10, 64); err == nil && ns > 0 {
+		sent = time.Unix(0, ns)
+	}
+	l.log = append(l.log, RateRecord{Proc: num(procHeader), Call: num(callHeader), At: now, Sent: sent, Admitted: ok})
 	n := len(l.log) - 1
 	l.mu.Unlock()
 
