@@ -2,16 +2,25 @@ package llmretry
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jarcoal/httpmock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // step is one scripted reply of the fake provider: an error, or a status
@@ -165,4 +174,289 @@ func withDeadline(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+const testURL = "https://api.example.test/v1/chat/completions"
+
+// post sends a JSON POST through rt with ctx.
+func post(t *testing.T, rt http.RoundTripper, ctx context.Context) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+	require.NoError(t, err)
+	return rt.RoundTrip(req)
+}
+
+// mustNew builds a Transport or fails the test.
+func mustNew(t *testing.T, base http.RoundTripper, p Policy) *Transport {
+	t.Helper()
+	rt, err := New(base, p)
+	require.NoError(t, err)
+	return rt
+}
+
+// bodyOf reads and closes resp's body.
+func bodyOf(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return string(b)
+}
+
+// roundTripFunc adapts a function to an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// onCI reports whether the tests run under CI (CI=true), where timing
+// bounds are looser: the machine is shared and slower.
+func onCI() bool { return os.Getenv("CI") != "" }
+
+// timeBound returns local, or ci when running under CI.
+func timeBound(local, ci time.Duration) time.Duration {
+	if onCI() {
+		return ci
+	}
+	return local
+}
+
+// discardReadBound is the most the Transport may read of a response body
+// it discards: the provider-signal peek (signalPeek) and go-retryablehttp's
+// drain (4 KiB) read the same first bytes, so the larger of the two bounds
+// what is read from the wire.
+const discardReadBound = max(signalPeek, 4<<10)
+
+// patternByte is byte i of every generated body: a sequence with a prime
+// period, so a byte read from the wrong offset shows.
+func patternByte(i int64) byte { return byte(i % 251) }
+
+// patternBlock is the pattern from offset 0, long enough to fill reads by
+// copying instead of byte by byte (which the race detector would make slow).
+var patternBlock = func() []byte {
+	b := make([]byte, 251*256)
+	for i := range b {
+		b[i] = patternByte(int64(i))
+	}
+	return b
+}()
+
+// fillPattern writes the pattern for offsets off … off+len(p)-1 into p.
+func fillPattern(p []byte, off int64) {
+	for len(p) > 0 {
+		n := copy(p, patternBlock[off%251:])
+		p = p[n:]
+		off += int64(n)
+	}
+}
+
+// lazyBody is a response body of size bytes that are generated as they are
+// read, never held: a 1 GiB body costs nothing until someone reads it. It
+// counts what was read and how often it was closed.
+type lazyBody struct {
+	size int64
+
+	mu     sync.Mutex
+	off    int64
+	closed int
+}
+
+func (b *lazyBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed > 0 {
+		return 0, errors.New("lazyBody: read after close")
+	}
+	if b.off >= b.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), b.size-b.off))
+	fillPattern(p[:n], b.off)
+	b.off += int64(n)
+	return n, nil
+}
+
+func (b *lazyBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed++
+	return nil
+}
+
+// read returns how many bytes were read and how many times it was closed.
+func (b *lazyBody) read() (int64, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.off, b.closed
+}
+
+// uniqueBytes returns n bytes in which every 4 KiB block is different (a
+// random 64 KiB block repeated, each 4 KiB stamped with its offset), so a
+// lost, repeated or reordered chunk changes the body's hash.
+func uniqueBytes(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	block := make([]byte, 64<<10)
+	r := rand.New(rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}))
+	for i := range block {
+		block[i] = byte(r.Uint32())
+	}
+	for off := 0; off < n; {
+		off += copy(b[off:], block)
+	}
+	for off := 0; off+8 <= n; off += 4 << 10 {
+		binary.BigEndian.PutUint64(b[off:], uint64(off))
+	}
+	return b
+}
+
+// reqSnapshot is what a caller can see of its *http.Request; RoundTrip must
+// leave all of it as it was.
+type reqSnapshot struct {
+	method        string
+	url           string
+	urlPtr        *url.URL
+	header        http.Header
+	body          io.ReadCloser
+	getBody       uintptr // the function's code pointer; 0 for nil
+	contentLength int64
+	host          string
+	ctx           context.Context
+	close         bool
+	trailer       http.Header
+	te            []string
+}
+
+// snapshot records req's visible state.
+func snapshot(req *http.Request) reqSnapshot {
+	s := reqSnapshot{
+		method:        req.Method,
+		url:           req.URL.String(),
+		urlPtr:        req.URL,
+		header:        req.Header.Clone(),
+		body:          req.Body,
+		contentLength: req.ContentLength,
+		host:          req.Host,
+		ctx:           req.Context(),
+		close:         req.Close,
+		trailer:       req.Trailer.Clone(),
+		te:            append([]string(nil), req.TransferEncoding...),
+	}
+	if req.GetBody != nil {
+		s.getBody = reflect.ValueOf(req.GetBody).Pointer()
+	}
+	return s
+}
+
+// assertUnchanged checks that req looks as it did when before was taken.
+func assertUnchanged(t *testing.T, before reqSnapshot, req *http.Request) {
+	t.Helper()
+	after := snapshot(req)
+	assert.Equal(t, before.method, after.method, "method")
+	assert.Equal(t, before.url, after.url, "URL")
+	assert.Same(t, before.urlPtr, after.urlPtr, "URL pointer")
+	assert.Equal(t, before.header, after.header, "headers")
+	assert.True(t, before.body == after.body, "body")
+	assert.Equal(t, before.getBody, after.getBody, "GetBody")
+	assert.Equal(t, before.contentLength, after.contentLength, "ContentLength")
+	assert.Equal(t, before.host, after.host, "Host")
+	assert.True(t, before.ctx == after.ctx, "context")
+	assert.Equal(t, before.close, after.close, "Close")
+	assert.Equal(t, before.trailer, after.trailer, "Trailer")
+	assert.Equal(t, before.te, after.te, "TransferEncoding")
+}
+
+// countingReadCloser is a request body without GetBody (a stream the
+// Transport can read only once) that counts the bytes read and the closes.
+type countingReadCloser struct {
+	r io.Reader
+
+	mu     sync.Mutex
+	n      int64
+	closed int
+}
+
+func (c *countingReadCloser) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.mu.Lock()
+	c.n += int64(n)
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *countingReadCloser) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed++
+	return nil
+}
+
+// stats returns the bytes read and the number of closes.
+func (c *countingReadCloser) stats() (int64, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n, c.closed
+}
+
+// newConnCounter returns a ConnState hook that counts new connections, and
+// a function that reads the count.
+func newConnCounter() (func(net.Conn, http.ConnState), func() int) {
+	var mu sync.Mutex
+	n := 0
+	hook := func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}
+	}
+	return hook, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+// loopbackBase returns an http.Transport for tests against httptest
+// servers, whose idle connections are closed when the test ends (so no
+// goroutine outlives it).
+func loopbackBase(t *testing.T, maxIdlePerHost int) *http.Transport {
+	t.Helper()
+	tr := &http.Transport{MaxIdleConnsPerHost: maxIdlePerHost, DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// lastAttempt returns the last recorded attempt.
+func (r *recorder) last() Attempt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.attempts) == 0 {
+		return Attempt{}
+	}
+	return r.attempts[len(r.attempts)-1]
+}
+
+// count returns the number of recorded attempts.
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.attempts)
+}
+
+// assertFinalIsLastAttempt checks that what RoundTrip returned is exactly
+// what the last attempt produced: the same *http.Response, or an
+// *Exhausted wrapping the same error.
+func assertFinalIsLastAttempt(t *testing.T, rec *recorder, resp *http.Response, err error) {
+	t.Helper()
+	last := rec.last()
+	if last.Err != nil {
+		assert.Nil(t, resp, "an error, never a response and an error")
+		var ex *Exhausted
+		if assert.ErrorAs(t, err, &ex) {
+			assert.True(t, ex.Err == last.Err, "the Exhausted error wraps the last attempt's own error: %v vs %v", ex.Err, last.Err)
+			assert.Equal(t, last.N, ex.Attempts)
+		}
+		return
+	}
+	assert.NoError(t, err)
+	assert.Same(t, last.Response, resp, "the last attempt's own response")
 }

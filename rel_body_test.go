@@ -188,11 +188,6 @@ func TestDiscardedBodiesDrainedAndClosed(t *testing.T) {
 	}
 }
 
-// roundTripFunc adapts a function to an http.RoundTripper.
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // 1,000 requests over one shared http.Transport, each failing once before
 // it is answered (2,000 attempts), open about as many connections as the
 // pool keeps: discarded bodies are drained and closed, so connections go

@@ -18,33 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const testURL = "https://api.example.test/v1/chat/completions"
-
-// post sends a JSON POST through rt with ctx.
-func post(t *testing.T, rt http.RoundTripper, ctx context.Context) (*http.Response, error) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
-	require.NoError(t, err)
-	return rt.RoundTrip(req)
-}
-
-// mustNew builds a Transport or fails the test.
-func mustNew(t *testing.T, base http.RoundTripper, p Policy) *Transport {
-	t.Helper()
-	rt, err := New(base, p)
-	require.NoError(t, err)
-	return rt
-}
-
-// bodyOf reads and closes resp's body.
-func bodyOf(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	return string(b)
-}
-
 // The seed's first case: fails twice, then answers. Three attempts, the
 // failures carry RetryIn 10 ms and 30 ms, the answer none; only the answer
 // reaches the caller, 40 ms later.
