@@ -139,11 +139,28 @@ func (r *recorder) retryIns() []time.Duration {
 	return d
 }
 
-// countingBody is a request body that counts its Close calls.
+// countingBody is a body, a request's or a response's, that counts its
+// Read calls, the bytes read from it and its Close calls. It has only Read
+// and Close (no io.WriterTo), so a request body of it without GetBody is a
+// stream the Transport can read only once.
 type countingBody struct {
 	io.Reader
+
 	mu     sync.Mutex
+	reads  int
+	n      int64
 	closed int
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	b.reads++
+	b.mu.Unlock()
+	n, err := b.Reader.Read(p)
+	b.mu.Lock()
+	b.n += int64(n)
+	b.mu.Unlock()
+	return n, err
 }
 
 func (b *countingBody) Close() error {
@@ -153,10 +170,25 @@ func (b *countingBody) Close() error {
 	return nil
 }
 
+// closes returns the number of Close calls.
 func (b *countingBody) closes() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.closed
+}
+
+// stats returns the bytes read and the number of closes.
+func (b *countingBody) stats() (int64, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n, b.closed
+}
+
+// counts returns the number of Read calls and of closes.
+func (b *countingBody) counts() (reads, closes int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reads, b.closed
 }
 
 // errBody is a request body whose reads fail.
@@ -362,38 +394,6 @@ func assertUnchanged(t *testing.T, before reqSnapshot, req *http.Request) {
 	assert.Equal(t, before.close, after.close, "Close")
 	assert.Equal(t, before.trailer, after.trailer, "Trailer")
 	assert.Equal(t, before.te, after.te, "TransferEncoding")
-}
-
-// countingReadCloser is a request body without GetBody (a stream the
-// Transport can read only once) that counts the bytes read and the closes.
-type countingReadCloser struct {
-	r io.Reader
-
-	mu     sync.Mutex
-	n      int64
-	closed int
-}
-
-func (c *countingReadCloser) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.mu.Lock()
-	c.n += int64(n)
-	c.mu.Unlock()
-	return n, err
-}
-
-func (c *countingReadCloser) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed++
-	return nil
-}
-
-// stats returns the bytes read and the number of closes.
-func (c *countingReadCloser) stats() (int64, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n, c.closed
 }
 
 // newConnCounter returns a ConnState hook that counts new connections, and

@@ -16,7 +16,7 @@ import (
 // LM, sends each request on through a second http.Client with its own
 // llmretry Transport. With propagate, the inner request carries the outer
 // request's context, as it should.
-func wrapperLM(t *testing.T, inner *Transport, propagate bool, withPolicy *Policy) funcBase {
+func wrapperLM(t *testing.T, inner *Transport, propagate bool, withPolicy *Policy) roundTripFunc {
 	client := &http.Client{Transport: inner}
 	return func(r *http.Request) (*http.Response, error) {
 		ctx := context.Background()

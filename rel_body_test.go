@@ -111,7 +111,7 @@ func TestBodyReachesProviderIntactOnEveryAttempt(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			body := &countingReadCloser{r: bytes.NewReader(c.body)}
+			body := &countingBody{Reader: bytes.NewReader(c.body)}
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, prov.srv.URL+"/v1/chat/completions?key=k", body)
 			require.NoError(t, err)
 			req.ContentLength = int64(len(c.body))

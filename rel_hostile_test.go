@@ -334,11 +334,10 @@ func TestSecretsNeverInErrorsOrRecords(t *testing.T) {
 		texts = append(texts, s)
 		mu.Unlock()
 	}
-	var logs bytes.Buffer
-	var logMu sync.Mutex
+	var logs syncBuffer
 	loggers := []func(Attempt){
-		LogAttempts(slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		LogAttempts(slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		LogAttempts(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		LogAttempts(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 	}
 	policy := func(p Policy) Policy {
 		also := p.OnAttempt
@@ -443,23 +442,9 @@ func TestSecretsNeverInErrorsOrRecords(t *testing.T) {
 	close(hostDone)
 	host.Wait()
 
-	logMu.Lock()
 	texts = append(texts, strings.Split(logs.String(), "\n")...)
-	logMu.Unlock()
 	require.Greater(t, len(texts), 50, "the failures produced texts to check")
 	for _, s := range texts {
 		assert.NotContains(t, s, canary, "a credential leaked")
 	}
-}
-
-// lockedWriter serializes writes to w.
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -43,39 +43,6 @@ type readOnlyReader struct{ r io.Reader }
 
 func (r readOnlyReader) Read(p []byte) (int, error) { return r.r.Read(p) }
 
-// readRecorder is a body that records its reads and closes.
-type readRecorder struct {
-	io.Reader
-	mu     sync.Mutex
-	reads  int
-	closed int
-}
-
-func (r *readRecorder) Read(p []byte) (int, error) {
-	r.mu.Lock()
-	r.reads++
-	r.mu.Unlock()
-	return r.Reader.Read(p)
-}
-
-func (r *readRecorder) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed++
-	return nil
-}
-
-func (r *readRecorder) counts() (reads, closes int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.reads, r.closed
-}
-
-// funcBase is a base RoundTripper made of a function.
-type funcBase func(*http.Request) (*http.Response, error)
-
-func (f funcBase) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // streamRequest builds a POST with body and the given GetBody behaviour.
 func streamRequest(t *testing.T, url, body string) *http.Request {
 	t.Helper()
@@ -233,13 +200,13 @@ func TestIsStreamDetection(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			req := c.req(t)
 			var want []byte
-			var rec *readRecorder
+			var rec *countingBody
 			if req.Body != nil && req.Body != http.NoBody {
 				// Keep what the caller would send, and watch req.Body.
 				var err error
 				want, err = io.ReadAll(req.Body)
 				require.NoError(t, err)
-				rec = &readRecorder{Reader: bytes.NewReader(want)}
+				rec = &countingBody{Reader: bytes.NewReader(want)}
 				req.Body = rec
 			}
 			assert.Equal(t, c.want, IsStream(req))
@@ -312,9 +279,9 @@ func TestStreamResponseHandedBackUntouched(t *testing.T) {
 		t.Run(fmt.Sprintf("retry streams %v, after a failure %v", c.retryStreams, c.failFirst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const stream = "data: {\"delta\":\"hi\"}\n\ndata: {\"delta\":\" there\"}\n\n"
-				sse := &readRecorder{Reader: strings.NewReader(stream)}
+				sse := &countingBody{Reader: strings.NewReader(stream)}
 				var calls int
-				base := funcBase(func(r *http.Request) (*http.Response, error) {
+				base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 					calls++
 					if c.failFirst && calls == 1 {
 						return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("busy")), Request: r}, nil

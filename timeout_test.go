@@ -93,7 +93,7 @@ func TestAttemptTimeoutLeavesTheBodyAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pr, pw := io.Pipe()
 		var attemptCtx context.Context
-		base := funcBase(func(r *http.Request) (*http.Response, error) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			attemptCtx = r.Context()
 			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: pr, Request: r}, nil
 		})
@@ -154,7 +154,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 		t.Run(map[bool]string{false: "committed at once", true: "after the guard"}[retryStreams], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				pr, pw := io.Pipe()
-				base := funcBase(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
+				base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
 				go func() {
 					for i := 0; i < 5; i++ { // 4 s apart: under the bound
 						pw.Write([]byte("data: {\"delta\":\"x\"}\n\n"))
@@ -183,7 +183,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 	t.Run("a stream that keeps coming", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			pr, pw := io.Pipe()
-			base := funcBase(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
 			go func() {
 				for i := 0; i < 10; i++ {
 					time.Sleep(4 * time.Second)
@@ -201,7 +201,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 	})
 	t.Run("not a stream", func(t *testing.T) {
 		body := io.NopCloser(strings.NewReader("{}"))
-		base := funcBase(func(r *http.Request) (*http.Response, error) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: body, Request: r}, nil
 		})
 		resp, err := post(t, mustNew(t, base, Policy{StreamIdleTimeout: time.Second}), context.Background())
