@@ -14,83 +14,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
-
-// RetryAfter never panics and never yields a negative wait, whatever the
-// headers and the clock; a digits-only Retry-After means exactly that many
-// seconds (clamped); and the wait the Transport takes from it never exceeds
-// MaxRetryAfter nor breaks the deadline/reserve rule.
-func FuzzRetryAfter(f *testing.F) {
-	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).Unix()
-	for _, s := range []struct{ ra, ms string }{
-		{"120", ""}, {"99999999999", ""}, {"-1", ""}, {"+1", ""}, {"1.0", ""}, {"", "1500"},
-		{"Sun, 01 Jun 2025 12:00:07 GMT", ""}, {"Sunday, 01-Jun-25 12:00:07 GMT", ""}, {"Sun Jun  1 12:00:07 2025", ""},
-		{"5, 10", "x"}, {"\xff\x00", "1e3"}, {"0", "0.5"}, {"", "99999999999999999999999999"},
-	} {
-		f.Add(s.ra, s.ms, now)
-	}
-	p := Policy{Waits: []time.Duration{time.Second}, Reserve: 10 * time.Second, MaxRetryAfter: 5 * time.Minute}.resolved()
-	f.Fuzz(func(t *testing.T, retryAfter, retryAfterMs string, unix int64) {
-		now := time.Unix(unix, 0)
-		h := http.Header{}
-		if retryAfter != "" {
-			h["Retry-After"] = []string{retryAfter}
-		}
-		if retryAfterMs != "" {
-			h["Retry-After-Ms"] = []string{retryAfterMs}
-		}
-		d, ok := RetryAfter(h, now)
-		if d < 0 {
-			t.Fatalf("negative wait %v for %q / %q", d, retryAfter, retryAfterMs)
-		}
-		if !ok && d != 0 {
-			t.Fatalf("ignored, yet a wait of %v", d)
-		}
-		if v := strings.TrimSpace(retryAfter); retryAfterMs == "" && v != "" && strings.Trim(v, "0123456789") == "" {
-			want := maxDuration
-			if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs < int64(maxDuration/time.Second) {
-				want = time.Duration(secs) * time.Second
-			}
-			if !ok || d != want {
-				t.Fatalf("Retry-After %q: got %v %v, want %v", v, d, ok, want)
-			}
-		}
-
-		// What the Transport does with it, with and without a deadline.
-		deadline := now.Add(2 * time.Minute)
-		for _, hasDeadline := range []bool{true, false} {
-			var lim limits
-			if hasDeadline {
-				lim.giveUp = deadline.Add(-p.Reserve)
-			}
-			sched, schedOK := p.scheduleWait(1, hasDeadline)
-			wait, why := p.plan(sched, schedOK, d, ok, now, lim, false)
-			if wait < 0 {
-				t.Fatalf("negative wait %v", wait)
-			}
-			if ok && d > p.MaxRetryAfter && why != stopServerWait {
-				t.Fatalf("server wait %v above MaxRetryAfter not refused: %v", d, why)
-			}
-			if why != stopNone {
-				if wait != 0 {
-					t.Fatalf("no retry (%v), yet a wait of %v", why, wait)
-				}
-				continue
-			}
-			if wait > max(p.Waits[0], p.MaxRetryAfter) {
-				t.Fatalf("wait %v above MaxRetryAfter", wait)
-			}
-			if hasDeadline && now.Add(wait).Add(p.Reserve).After(deadline) {
-				t.Fatalf("wait %v breaks the deadline/reserve rule", wait)
-			}
-		}
-	})
-}
 
 // sniffSource is a request body handed out by GetBody. Over an in-memory
 // slice it implements io.WriterTo, as the readers http.NewRequest keeps do;

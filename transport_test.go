@@ -119,36 +119,6 @@ func TestRetryableClassifier(t *testing.T) {
 	}
 }
 
-func TestRetryAfterRaisesTheWait(t *testing.T) {
-	cases := []struct {
-		name string
-		kv   []string
-		want time.Duration
-	}{
-		{"seconds", []string{"Retry-After", "20"}, 20 * time.Second},
-		{"ms before seconds", []string{"Retry-After-Ms", "1500", "Retry-After", "20"}, 1500 * time.Millisecond},
-		{"shorter than the schedule", []string{"Retry-After", "0"}, 1 * time.Second},
-		{"malformed means the schedule", []string{"Retry-After", "soon"}, 1 * time.Second},
-		{"http date", []string{"Retry-After", "DATE+7"}, 7 * time.Second},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				for i := range c.kv {
-					if c.kv[i] == "DATE+7" {
-						c.kv[i] = time.Now().Add(7 * time.Second).UTC().Format(http.TimeFormat)
-					}
-				}
-				prov := newProvider(fail(429, c.kv...), ok)
-				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
-				require.NoError(t, err)
-				assert.Equal(t, 200, resp.StatusCode)
-				assert.Equal(t, []time.Duration{c.want}, prov.gaps())
-			})
-		})
-	}
-}
-
 // A failed connection on the last attempt reaches the caller as an
 // *Exhausted error that says how many attempts were made and still
 // unwraps to the cause; never with a response.
