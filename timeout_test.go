@@ -210,18 +210,6 @@ func TestStreamIdleTimeout(t *testing.T) {
 	})
 }
 
-// Validate refuses negative bounds.
-func TestValidateTimeouts(t *testing.T) {
-	for _, p := range []Policy{{AttemptTimeout: -1}, {FirstEventTimeout: -1}, {StreamIdleTimeout: -1}} {
-		err := p.Validate()
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "Timeout is negative")
-		_, err = New(nil, p)
-		assert.Error(t, err)
-	}
-	assert.NoError(t, Policy{AttemptTimeout: time.Second, FirstEventTimeout: time.Second, StreamIdleTimeout: time.Second}.Validate())
-}
-
 func TestHasMediaType(t *testing.T) {
 	for _, c := range []struct {
 		ct   string

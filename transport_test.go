@@ -144,29 +144,6 @@ func TestLastErrorIsWrapped(t *testing.T) {
 	})
 }
 
-func TestValidate(t *testing.T) {
-	cases := []struct {
-		p     Policy
-		field string
-	}{
-		{Policy{Waits: []time.Duration{time.Second, -1}}, "Waits[1]"},
-		{Policy{Reserve: -time.Second}, "Reserve"},
-		{Policy{MaxRetries: -1}, "MaxRetries"},
-		{Policy{MaxWait: -1}, "MaxWait"},
-		{Policy{MaxRetryAfter: -1}, "MaxRetryAfter"},
-	}
-	for _, c := range cases {
-		err := c.p.Validate()
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "Policy."+c.field)
-		rt, err := New(nil, c.p)
-		assert.Nil(t, rt)
-		assert.ErrorContains(t, err, c.field)
-	}
-	assert.NoError(t, Policy{}.Validate())
-	assert.NoError(t, Policy{Waits: []time.Duration{0, time.Second}, MaxRetries: 3}.Validate())
-}
-
 // A policy from WithPolicy replaces the Transport's for that request; an
 // invalid one is refused before anything is sent.
 func TestWithPolicy(t *testing.T) {
