@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -26,62 +25,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// hashingProvider answers 503 to each request's first attempt and then
-// 200 with answer, and records the length and SHA-256 of every request body
-// it receives. Requests are told apart by their X-Req-ID header.
-type hashingProvider struct {
-	srv    *httptest.Server
-	answer []byte
-
-	mu     sync.Mutex
-	seen   map[string]int
-	bodies []bodySum
-}
-
-type bodySum struct {
-	n   int64
-	sum [32]byte
-}
-
-// newHashingProvider starts one; connState, if not nil, is its server's
-// ConnState hook.
-func newHashingProvider(t *testing.T, answer []byte, connState func(net.Conn, http.ConnState)) *hashingProvider {
-	t.Helper()
-	p := &hashingProvider{answer: answer, seen: map[string]int{}}
-	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := sha256.New()
-		n, err := io.Copy(h, r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var s bodySum
-		s.n = n
-		h.Sum(s.sum[:0])
-		p.mu.Lock()
-		p.bodies = append(p.bodies, s)
-		id := r.Header.Get("X-Req-ID")
-		p.seen[id]++
-		first := p.seen[id] == 1
-		p.mu.Unlock()
-		if first {
-			http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write(p.answer)
-	}))
-	p.srv.Config.ConnState = connState
-	p.srv.Start()
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *hashingProvider) sums() []bodySum {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]bodySum(nil), p.bodies...)
-}
 
 // A 32 MiB body (with GetBody, as http.NewRequest sets for in-memory
 // readers), an empty one, and a 32 MiB one without GetBody (a stream the

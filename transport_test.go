@@ -119,31 +119,6 @@ func TestRetryableClassifier(t *testing.T) {
 	}
 }
 
-// A failed connection on the last attempt reaches the caller as an
-// *Exhausted error that says how many attempts were made and still
-// unwraps to the cause; never with a response.
-func TestLastErrorIsWrapped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(502), refused)
-		var rec recorder
-		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, time.Second}, OnAttempt: rec.on}), context.Background())
-		assert.Nil(t, resp)
-		require.Error(t, err)
-		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
-		var ex *Exhausted
-		require.ErrorAs(t, err, &ex)
-		assert.Equal(t, 3, ex.Attempts)
-		assert.Contains(t, err.Error(), "3 attempts")
-		assert.ErrorIs(t, err, ErrRetriesSpent)
-		assert.Contains(t, err.Error(), "retries spent")
-		require.Len(t, rec.attempts, 3)
-		assert.Nil(t, rec.attempts[1].Stop, "a retry followed")
-		assert.ErrorIs(t, rec.attempts[2].Stop, ErrRetriesSpent)
-		assert.Nil(t, rec.attempts[2].Response)
-		assert.ErrorIs(t, rec.attempts[2].Err, syscall.ECONNREFUSED)
-	})
-}
-
 // A policy from WithPolicy replaces the Transport's for that request; an
 // invalid one is refused before anything is sent.
 func TestWithPolicy(t *testing.T) {
@@ -236,24 +211,6 @@ func TestFailuresDoNotCloseIdleConnections(t *testing.T) {
 		assert.Zero(t, base.calls)
 		rt.CloseIdleConnections()
 		assert.Equal(t, 1, base.calls)
-	})
-}
-
-func TestCancelDuringWait(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), ok)
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{4 * time.Minute}})
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			time.Sleep(time.Minute)
-			cancel()
-		}()
-		start := time.Now()
-		resp, err := post(t, rt, ctx)
-		assert.Nil(t, resp)
-		assert.ErrorIs(t, err, context.Canceled)
-		assert.Equal(t, time.Minute, time.Since(start))
-		assert.Equal(t, 1, prov.attempts(), "no attempt after the cancel")
 	})
 }
 
