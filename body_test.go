@@ -3,7 +3,9 @@ package llmretry
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -309,4 +311,162 @@ func TestChaosStalledErrorBodyEndsWithTheDeadline(t *testing.T) {
 	assert.Error(t, rerr, "the body never completes")
 	assert.Equal(t, `{"error":`, string(got), "what did arrive, from the first byte")
 	assert.NoError(t, resp.Body.Close())
+}
+
+// A 32 MiB body (with GetBody, as http.NewRequest sets for in-memory
+// readers), an empty one, and a 32 MiB one without GetBody (a stream the
+// Transport must buffer, reading it exactly once) reach the provider
+// byte-identical on every attempt over a real connection. The caller's
+// request is unchanged afterwards, its body is closed exactly once, and the
+// final response reads in full.
+func TestBodyReachesProviderIntactOnEveryAttempt(t *testing.T) {
+	const big = 32 << 20
+	data := uniqueBytes(big, 1)
+	answer := uniqueBytes(1<<20, 2)
+	cases := []struct {
+		name    string
+		body    []byte
+		getBody bool
+	}{
+		{"32 MiB with GetBody", data, true},
+		{"empty", nil, true},
+		{"32 MiB without GetBody", data, false},
+		{"empty without GetBody", []byte{}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			prov := newHashingProvider(t, answer, nil)
+			base := loopbackBase(t, 2)
+			rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond}, Reserve: time.Millisecond})
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			body := &countingBody{Reader: bytes.NewReader(c.body)}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, prov.srv.URL+"/v1/chat/completions?key=k", body)
+			require.NoError(t, err)
+			req.ContentLength = int64(len(c.body))
+			if c.getBody {
+				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(c.body)), nil }
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Req-ID", c.name)
+			before := snapshot(req)
+
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, sha256.Sum256(answer), sha256.Sum256(got), "the final response reads in full (%d bytes)", len(got))
+
+			want := bodySum{n: int64(len(c.body)), sum: sha256.Sum256(c.body)}
+			sums := prov.sums()
+			require.Len(t, sums, 2, "a 503, then the answer")
+			for i, s := range sums {
+				assert.Equal(t, want.n, s.n, "attempt %d: length", i+1)
+				assert.Equal(t, want.sum, s.sum, "attempt %d: SHA-256", i+1)
+			}
+
+			assertUnchanged(t, before, req)
+			n, closes := body.stats()
+			assert.Equal(t, 1, closes, "the caller's body is closed exactly once")
+			assert.Equal(t, int64(len(c.body)), n, "the caller's body is read once, not once per attempt")
+		})
+	}
+}
+
+// Discarded response bodies are drained (up to the bound) and closed
+// exactly once; the final body is neither read ahead of the caller beyond
+// the bound nor closed for them.
+func TestDiscardedBodiesDrainedAndClosed(t *testing.T) {
+	for _, size := range []int64{0, 100, 4 << 10, 64 << 10, 4 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			var mu sync.Mutex
+			var bodies []*lazyBody
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				b := &lazyBody{size: size}
+				mu.Lock()
+				bodies = append(bodies, b)
+				mu.Unlock()
+				return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}, Body: b, ContentLength: size, Request: r}, nil
+			})
+			rt := mustNew(t, base, Policy{Waits: []time.Duration{0, 0, 0}})
+			resp, err := post(t, rt, context.Background())
+			require.NoError(t, err)
+			require.Len(t, bodies, 4)
+			for i, b := range bodies[:3] {
+				n, closes := b.read()
+				assert.Equal(t, 1, closes, "discarded body %d closed once", i)
+				assert.Equal(t, min(size, discardReadBound), n, "discarded body %d drained, up to the bound", i)
+			}
+			final := bodies[3]
+			n, closes := final.read()
+			assert.Zero(t, closes, "the final body is the caller's to close")
+			assert.LessOrEqual(t, n, int64(discardReadBound))
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			require.Len(t, got, int(size), "the caller reads the whole final body")
+			want := make([]byte, size)
+			fillPattern(want, 0)
+			assert.True(t, bytes.Equal(want, got), "from its first byte, in order")
+			_, closes = final.read()
+			assert.Equal(t, 1, closes)
+		})
+	}
+}
+
+// 1,000 requests over one shared http.Transport, each failing once before
+// it is answered (2,000 attempts), open about as many connections as the
+// pool keeps: discarded bodies are drained and closed, so connections go
+// back to the pool instead of being abandoned.
+func TestConnectionsReusedAcrossRetries(t *testing.T) {
+	const (
+		pool     = 8
+		workers  = 8
+		requests = 1000
+	)
+	hook, newConns := newConnCounter()
+	prov := newHashingProvider(t, []byte(`{"answer":42}`), hook)
+	base := loopbackBase(t, pool)
+	rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond}})
+
+	var next atomic.Int64
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > requests {
+					return
+				}
+				req, err := http.NewRequest(http.MethodPost, prov.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m"}`))
+				if err != nil {
+					failures.Add(1)
+					return
+				}
+				req.Header.Set("X-Req-ID", fmt.Sprint(i))
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					failures.Add(1)
+					continue
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || string(b) != `{"answer":42}` {
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d new connections for %d attempts", newConns(), 2*requests)
+	assert.Zero(t, failures.Load())
+	assert.Len(t, prov.sums(), 2*requests, "every request failed once, then was answered")
+	assert.LessOrEqual(t, newConns(), pool+workers/2, "connections are reused, not abandoned: %d new for %d attempts", newConns(), 2*requests)
 }

@@ -8,7 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -190,30 +193,6 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	})
 }
 
-// idleCounter counts CloseIdleConnections calls.
-type idleCounter struct {
-	http.RoundTripper
-	calls int
-}
-
-func (c *idleCounter) CloseIdleConnections() { c.calls++ }
-
-// go-retryablehttp calls CloseIdleConnections on failures; that must not
-// reach a shared base transport. The Transport's own method forwards.
-func TestFailuresDoNotCloseIdleConnections(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), refused, fail(400))
-		base := &idleCounter{RoundTripper: prov.mock}
-		rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second}})
-		_, err := post(t, rt, context.Background())
-		require.NoError(t, err)
-		assert.Equal(t, 3, prov.attempts())
-		assert.Zero(t, base.calls)
-		rt.CloseIdleConnections()
-		assert.Equal(t, 1, base.calls)
-	})
-}
-
 func TestZeroTransportAndNilBase(t *testing.T) {
 	var zero Transport
 	assert.Equal(t, http.DefaultTransport, zero.baseRT())
@@ -244,4 +223,58 @@ func TestNeverResponseAndError(t *testing.T) {
 		assert.Nil(t, resp)
 		assert.Error(t, err)
 	}
+}
+
+// 1,000 requests at once through one Transport, each failing once and
+// retried: all complete with their own answer, and the Transport adds no
+// goroutine per request (the peak stays at the callers' own goroutines
+// plus a small constant).
+func TestThousandConcurrentRetriedRequests(t *testing.T) {
+	const n = 1000
+	base := &failOnceBase{}
+	var recorded atomic.Int64
+	rt := mustNew(t, base, Policy{
+		Waits:     []time.Duration{time.Millisecond},
+		OnAttempt: func(Attempt) { recorded.Add(1) },
+	})
+	before := runtime.NumGoroutine()
+
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			id := fmt.Sprint(i)
+			req, err := http.NewRequest(http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+			if err != nil {
+				errs <- err
+				return
+			}
+			req.Header.Set("X-Req-ID", id)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || string(b) != id {
+				errs <- fmt.Errorf("request %s: %d %q %v", id, resp.StatusCode, b, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.NoError(t, err)
+	}
+	assert.Equal(t, int64(2*n), base.attempts.Load(), "each request: one failure, one answer")
+	assert.Equal(t, int64(2*n), recorded.Load(), "each attempt recorded once")
+	peak := base.peak.Load()
+	t.Logf("goroutines: %d before, peak %d with %d requests in flight", before, peak, n)
+	assert.LessOrEqual(t, peak, int64(before+n+16), "no goroutine per request beyond the caller's own")
 }
