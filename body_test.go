@@ -470,3 +470,56 @@ func TestConnectionsReusedAcrossRetries(t *testing.T) {
 	assert.Len(t, prov.sums(), 2*requests, "every request failed once, then was answered")
 	assert.LessOrEqual(t, newConns(), pool+workers/2, "connections are reused, not abandoned: %d new for %d attempts", newConns(), 2*requests)
 }
+
+// A provider that answers with a 1 GiB error body, generated as it is read
+// (served from memory, never held), is retried and its last answer
+// returned: the discarded bodies are read only up to the bound and closed,
+// memory stays far below the body's size, and the caller still reads the
+// final body from its first byte.
+func TestHugeErrorBodyBoundedMemory(t *testing.T) {
+	const size = 1 << 30
+	var mu sync.Mutex
+	var bodies []*lazyBody
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		b := &lazyBody{size: size}
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+		h := http.Header{"Content-Type": {"application/json"}}
+		return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: h, Body: b, ContentLength: size, Request: r}, nil
+	})
+	rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond, time.Millisecond}})
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	resp, err := post(t, rt, context.Background())
+	require.NoError(t, err)
+	// The caller reads the first MiB of the final body, then gives up.
+	head := make([]byte, 1<<20)
+	_, err = io.ReadFull(resp.Body, head)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	runtime.ReadMemStats(&after)
+
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
+	want := make([]byte, len(head))
+	fillPattern(want, 0)
+	assert.True(t, bytes.Equal(want, head), "the final body reads from its first byte")
+	require.Len(t, bodies, 3, "retried, then returned")
+	for i, b := range bodies[:2] {
+		n, closes := b.read()
+		assert.LessOrEqual(t, n, int64(discardReadBound), "discarded body %d drained only up to the bound", i)
+		assert.Equal(t, 1, closes, "discarded body %d closed", i)
+	}
+	n, closes := bodies[2].read()
+	assert.Equal(t, int64(len(head)), n, "the final body: what the caller read and no more")
+	assert.Equal(t, 1, closes)
+
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("allocated %d KiB; heap in use %d → %d KiB", allocated>>10, before.HeapInuse>>10, after.HeapInuse>>10)
+	assert.Less(t, allocated, uint64(16<<20), "allocations far below the body's size")
+	assert.Less(t, int64(after.HeapInuse)-int64(before.HeapInuse), int64(16<<20))
+}
