@@ -266,3 +266,20 @@ func TestExhaustedError(t *testing.T) {
 	assert.Empty(t, (&Exhausted{}).Unwrap())
 	assert.Equal(t, []error{context.Canceled}, (&Exhausted{Reason: context.Canceled, Err: context.Canceled}).Unwrap(), "the context's error once")
 }
+
+// GaveUp is nil for what did not give up, and for what did not come
+// through llmretry.
+func TestGaveUpNil(t *testing.T) {
+	assert.Nil(t, GaveUp(nil))
+	assert.Nil(t, GaveUp(&http.Response{StatusCode: 502}))
+	req, err := http.NewRequest(http.MethodGet, testURL, nil)
+	require.NoError(t, err)
+	assert.Nil(t, GaveUp(&http.Response{StatusCode: 502, Request: req}))
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(502), ok)
+		resp, err := post(t, mustNew(t, prov.mock, Policy{}), context.Background())
+		require.NoError(t, err)
+		assert.Nil(t, GaveUp(resp), "an answer after a retry")
+		assert.Equal(t, 200, resp.StatusCode)
+	})
+}
