@@ -62,6 +62,25 @@ func TestWaitsWithDeadlineRepeatLastWaitAndKeepReserve(t *testing.T) {
 	})
 }
 
+// With a deadline a zero last wait is not repeated: the list is the bound,
+// as without a deadline, since repeating it would send to a provider that
+// is down without pause until the deadline.
+func TestWaitsWithDeadlineZeroLastWaitIsNotRepeated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(503), fail(503), fail(503), ok) // a fourth attempt would be answered
+		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, 0}, Reserve: time.Minute})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		resp, err := post(t, rt, ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Equal(t, 3, prov.attempts(), "one attempt per wait listed, and the first")
+		assert.Equal(t, []time.Duration{time.Second, 0}, prov.gaps())
+		require.NotNil(t, GaveUp(resp))
+		assert.ErrorIs(t, GaveUp(resp).Reason, ErrRetriesSpent)
+	})
+}
+
 func TestDeadlineTooCloseReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		prov := newProvider(fail(502), ok)
