@@ -22,38 +22,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// stallBody is a response body that delivers prefix, then blocks until it
-// is closed: a reply whose body starts and then stalls.
-type stallBody struct {
-	prefix string
-	mu     sync.Mutex
-	off    int
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newStallBody(prefix string) *stallBody {
-	return &stallBody{prefix: prefix, closed: make(chan struct{})}
-}
-
-func (b *stallBody) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	if b.off < len(b.prefix) {
-		n := copy(p, b.prefix[b.off:])
-		b.off += n
-		b.mu.Unlock()
-		return n, nil
-	}
-	b.mu.Unlock()
-	<-b.closed
-	return 0, errors.New("stallBody: closed")
-}
-
-func (b *stallBody) Close() error {
-	b.once.Do(func() { close(b.closed) })
-	return nil
-}
-
 // stallBase answers every request with a 503 of content type ct whose body
 // stalls after a few bytes, and records when each attempt arrived.
 type stallBase struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -15,29 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// asked records what an Asker was asked and answers from a script (the
-// last answer repeats).
-type asked struct {
-	mu      sync.Mutex
-	answers []bool
-	got     []Exhausted // copies of what was asked
-	at      []time.Time
-}
-
-func (a *asked) Ask(_ context.Context, e *Exhausted) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.got = append(a.got, *e)
-	a.at = append(a.at, time.Now())
-	return a.answers[min(len(a.got)-1, len(a.answers)-1)]
-}
-
-func (a *asked) questions() []Exhausted {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]Exhausted(nil), a.got...)
-}
 
 // Without OnExhausted, the last result is returned when retries run out:
 // the provider's response with a nil error, or an *Exhausted error that

@@ -1,6 +1,19 @@
 package llmretry
 
+// Helpers shared by the package's tests.
+//
+// The fake provider is provider: in memory, it answers each attempt with
+// the next step of its script and records when each attempt arrived and
+// what it carried; under testing/synctest its waits take no real time.
+// What only a real connection shows (resets, cut headers, stalls,
+// connection reuse, bodies hashed as they arrive) is tested over loopback,
+// against chaosProvider and hashingProvider, on the real clock with waits
+// of a few ms. A test with replies of its own builds its base from a
+// function (roundTripFunc), or from a small type beside it when it
+// records something of its own.
+
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -26,6 +39,63 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// testURL is where the tests' requests go: no provider's address.
+const testURL = "https://api.example.test/v1/chat/completions"
+
+// post sends a JSON POST through rt with ctx.
+func post(t *testing.T, rt http.RoundTripper, ctx context.Context) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+	require.NoError(t, err)
+	return rt.RoundTrip(req)
+}
+
+// mustNew builds a Transport or fails the test.
+func mustNew(t *testing.T, base http.RoundTripper, p Policy) *Transport {
+	t.Helper()
+	rt, err := New(base, p)
+	require.NoError(t, err)
+	return rt
+}
+
+// bodyOf reads and closes resp's body.
+func bodyOf(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return string(b)
+}
+
+// withDeadline returns a context that ends d from now, or the background
+// context for a zero d; it is canceled when the test ends.
+func withDeadline(t testing.TB, d time.Duration) context.Context {
+	if d <= 0 {
+		return context.Background()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// streamRequest returns a POST of the JSON body to url as the Stainless
+// SDKs build it: with GetBody, and Accept: application/json.
+func streamRequest(t *testing.T, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json") // what the Stainless SDKs send, streaming or not
+	return req
+}
+
+// roundTripFunc adapts a function to an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The in-memory provider.
 
 // step is one scripted reply of the fake provider: an error, or a status
 // with headers and a body.
@@ -70,13 +140,6 @@ type provider struct {
 	reqs   []*http.Request
 }
 
-// newProvider returns a provider for any method and URL.
-func newProvider(script ...step) *provider {
-	p := &provider{mock: httpmock.NewMockTransport(), script: script}
-	p.mock.RegisterNoResponder(p.respond)
-	return p
-}
-
 // respond is the httpmock responder.
 func (p *provider) respond(req *http.Request) (*http.Response, error) {
 	var body []byte
@@ -119,6 +182,100 @@ func (p *provider) gaps() []time.Duration {
 	return g
 }
 
+// newProvider returns a provider for any method and URL.
+func newProvider(script ...step) *provider {
+	p := &provider{mock: httpmock.NewMockTransport(), script: script}
+	p.mock.RegisterNoResponder(p.respond)
+	return p
+}
+
+// Other in-memory bases.
+
+// failOnceBase answers each request (told apart by X-Req-ID) with a 503 on
+// its first attempt and with its own ID on the second, in memory. It
+// samples the number of goroutines at every attempt.
+type failOnceBase struct {
+	seen     sync.Map // X-Req-ID → *atomic.Int32
+	attempts atomic.Int64
+	peak     atomic.Int64
+}
+
+func (b *failOnceBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	b.attempts.Add(1)
+	for g := int64(runtime.NumGoroutine()); ; {
+		p := b.peak.Load()
+		if g <= p || b.peak.CompareAndSwap(p, g) {
+			break
+		}
+	}
+	id := r.Header.Get("X-Req-ID")
+	v, _ := b.seen.LoadOrStore(id, new(atomic.Int32))
+	resp := &http.Response{Header: http.Header{}, Request: r}
+	if v.(*atomic.Int32).Add(1) == 1 {
+		resp.StatusCode, resp.Status = 503, "503 Service Unavailable"
+		resp.Body = io.NopCloser(strings.NewReader(`{"error":{"message":"overloaded"}}`))
+	} else {
+		resp.StatusCode, resp.Status = 200, "200 OK"
+		resp.Body = io.NopCloser(strings.NewReader(id))
+	}
+	return resp, nil
+}
+
+// silentThen is a base whose first `silent` attempts accept the request
+// and never answer (until their context ends); later attempts answer 200.
+// It records each attempt's start and whether its context was canceled.
+type silentThen struct {
+	silent int
+
+	mu       sync.Mutex
+	starts   []time.Time
+	canceled []bool
+}
+
+func (s *silentThen) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	s.mu.Lock()
+	i := len(s.starts)
+	s.starts = append(s.starts, time.Now())
+	s.canceled = append(s.canceled, false)
+	s.mu.Unlock()
+	if i < s.silent {
+		<-req.Context().Done()
+		s.mu.Lock()
+		s.canceled[i] = true
+		s.mu.Unlock()
+		return nil, req.Context().Err()
+	}
+	go func() {
+		<-req.Context().Done()
+		s.mu.Lock()
+		s.canceled[i] = true
+		s.mu.Unlock()
+	}()
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"answer":42}`)), Request: req}, nil
+}
+
+func (s *silentThen) attempts() (starts []time.Time, canceled []bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.starts...), append([]bool(nil), s.canceled...)
+}
+
+// sseResponse is a 200 text/event-stream response with body.
+func sseResponse(r *http.Request, body io.ReadCloser) *http.Response {
+	h := http.Header{}
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Body: body, Request: r}
+}
+
+// The record, and the Asker.
+
 // recorder collects the record.
 type recorder struct {
 	mu       sync.Mutex
@@ -142,6 +299,67 @@ func (r *recorder) retryIns() []time.Duration {
 	}
 	return d
 }
+
+// last returns the last recorded attempt.
+func (r *recorder) last() Attempt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.attempts) == 0 {
+		return Attempt{}
+	}
+	return r.attempts[len(r.attempts)-1]
+}
+
+// count returns the number of recorded attempts.
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.attempts)
+}
+
+// assertFinalIsLastAttempt checks that what RoundTrip returned is exactly
+// what the last attempt produced: the same *http.Response, or an
+// *Exhausted wrapping the same error.
+func assertFinalIsLastAttempt(t *testing.T, rec *recorder, resp *http.Response, err error) {
+	t.Helper()
+	last := rec.last()
+	if last.Err != nil {
+		assert.Nil(t, resp, "an error, never a response and an error")
+		var ex *Exhausted
+		if assert.ErrorAs(t, err, &ex) {
+			assert.True(t, ex.Err == last.Err, "the Exhausted error wraps the last attempt's own error: %v vs %v", ex.Err, last.Err)
+			assert.Equal(t, last.N, ex.Attempts)
+		}
+		return
+	}
+	assert.NoError(t, err)
+	assert.Same(t, last.Response, resp, "the last attempt's own response")
+}
+
+// asked records what an Asker was asked and answers from a script (the
+// last answer repeats).
+type asked struct {
+	mu      sync.Mutex
+	answers []bool
+	got     []Exhausted // copies of what was asked
+	at      []time.Time
+}
+
+func (a *asked) Ask(_ context.Context, e *Exhausted) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.got = append(a.got, *e)
+	a.at = append(a.at, time.Now())
+	return a.answers[min(len(a.got)-1, len(a.answers)-1)]
+}
+
+func (a *asked) questions() []Exhausted {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]Exhausted(nil), a.got...)
+}
+
+// Bodies.
 
 // countingBody is a body, a request's or a response's, that counts its
 // Read calls, the bytes read from it and its Close calls. It has only Read
@@ -201,88 +419,36 @@ type errBody struct{}
 func (errBody) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
 func (errBody) Close() error             { return nil }
 
-// withDeadline returns a context that ends d from now, or the background
-// context for a zero d; it is canceled when the test ends.
-func withDeadline(t testing.TB, d time.Duration) context.Context {
-	if d <= 0 {
-		return context.Background()
+// stallBody is a response body that delivers prefix, then blocks until it
+// is closed: a reply whose body starts and then stalls.
+type stallBody struct {
+	prefix string
+	mu     sync.Mutex
+	off    int
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.off < len(b.prefix) {
+		n := copy(p, b.prefix[b.off:])
+		b.off += n
+		b.mu.Unlock()
+		return n, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
+	b.mu.Unlock()
+	<-b.closed
+	return 0, errors.New("stallBody: closed")
 }
 
-const testURL = "https://api.example.test/v1/chat/completions"
-
-// post sends a JSON POST through rt with ctx.
-func post(t *testing.T, rt http.RoundTripper, ctx context.Context) (*http.Response, error) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
-	require.NoError(t, err)
-	return rt.RoundTrip(req)
+func (b *stallBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
 }
 
-// mustNew builds a Transport or fails the test.
-func mustNew(t *testing.T, base http.RoundTripper, p Policy) *Transport {
-	t.Helper()
-	rt, err := New(base, p)
-	require.NoError(t, err)
-	return rt
-}
-
-// bodyOf reads and closes resp's body.
-func bodyOf(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	return string(b)
-}
-
-// roundTripFunc adapts a function to an http.RoundTripper.
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// onCI reports whether the tests run under CI (CI=true), where timing
-// bounds are looser: the machine is shared and slower.
-func onCI() bool { return os.Getenv("CI") != "" }
-
-// timeBound returns local, or ci when running under CI.
-func timeBound(local, ci time.Duration) time.Duration {
-	if onCI() {
-		return ci
-	}
-	return local
-}
-
-// discardReadBound is the most the Transport may read of a response body
-// it discards: the provider-signal peek (signalPeek) and go-retryablehttp's
-// drain (4 KiB) read the same first bytes, so the larger of the two bounds
-// what is read from the wire.
-const discardReadBound = max(signalPeek, 4<<10)
-
-// patternByte is byte i of every generated body: a sequence with a prime
-// period, so a byte read from the wrong offset shows.
-func patternByte(i int64) byte { return byte(i % 251) }
-
-// patternBlock is the pattern from offset 0, long enough to fill reads by
-// copying instead of byte by byte (which the race detector would make slow).
-var patternBlock = func() []byte {
-	b := make([]byte, 251*256)
-	for i := range b {
-		b[i] = patternByte(int64(i))
-	}
-	return b
-}()
-
-// fillPattern writes the pattern for offsets off … off+len(p)-1 into p.
-func fillPattern(p []byte, off int64) {
-	for len(p) > 0 {
-		n := copy(p, patternBlock[off%251:])
-		p = p[n:]
-		off += int64(n)
-	}
+func newStallBody(prefix string) *stallBody {
+	return &stallBody{prefix: prefix, closed: make(chan struct{})}
 }
 
 // lazyBody is a response body of size bytes that are generated as they are
@@ -325,6 +491,29 @@ func (b *lazyBody) read() (int64, int) {
 	return b.off, b.closed
 }
 
+// patternByte is byte i of every generated body: a sequence with a prime
+// period, so a byte read from the wrong offset shows.
+func patternByte(i int64) byte { return byte(i % 251) }
+
+// patternBlock is the pattern from offset 0, long enough to fill reads by
+// copying instead of byte by byte (which the race detector would make slow).
+var patternBlock = func() []byte {
+	b := make([]byte, 251*256)
+	for i := range b {
+		b[i] = patternByte(int64(i))
+	}
+	return b
+}()
+
+// fillPattern writes the pattern for offsets off … off+len(p)-1 into p.
+func fillPattern(p []byte, off int64) {
+	for len(p) > 0 {
+		n := copy(p, patternBlock[off%251:])
+		p = p[n:]
+		off += int64(n)
+	}
+}
+
 // uniqueBytes returns n bytes in which every 4 KiB block is different (a
 // random 64 KiB block repeated, each 4 KiB stamped with its offset), so a
 // lost, repeated or reordered chunk changes the body's hash.
@@ -343,6 +532,12 @@ func uniqueBytes(n int, seed uint64) []byte {
 	}
 	return b
 }
+
+// discardReadBound is the most the Transport may read of a response body
+// it discards: the provider-signal peek (signalPeek) and go-retryablehttp's
+// drain (4 KiB) read the same first bytes, so the larger of the two bounds
+// what is read from the wire.
+const discardReadBound = max(signalPeek, 4<<10)
 
 // reqSnapshot is what a caller can see of its *http.Request; RoundTrip must
 // leave all of it as it was.
@@ -400,6 +595,18 @@ func assertUnchanged(t *testing.T, before reqSnapshot, req *http.Request) {
 	assert.Equal(t, before.te, after.te, "TransferEncoding")
 }
 
+// Over loopback.
+
+// loopbackBase returns an http.Transport for tests against httptest
+// servers, whose idle connections are closed when the test ends (so no
+// goroutine outlives it).
+func loopbackBase(t *testing.T, maxIdlePerHost int) *http.Transport {
+	t.Helper()
+	tr := &http.Transport{MaxIdleConnsPerHost: maxIdlePerHost, DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
 // newConnCounter returns a ConnState hook that counts new connections, and
 // a function that reads the count.
 func newConnCounter() (func(net.Conn, http.ConnState), func() int) {
@@ -419,104 +626,11 @@ func newConnCounter() (func(net.Conn, http.ConnState), func() int) {
 	}
 }
 
-// loopbackBase returns an http.Transport for tests against httptest
-// servers, whose idle connections are closed when the test ends (so no
-// goroutine outlives it).
-func loopbackBase(t *testing.T, maxIdlePerHost int) *http.Transport {
-	t.Helper()
-	tr := &http.Transport{MaxIdleConnsPerHost: maxIdlePerHost, DisableCompression: true}
-	t.Cleanup(tr.CloseIdleConnections)
-	return tr
-}
-
-// lastAttempt returns the last recorded attempt.
-func (r *recorder) last() Attempt {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.attempts) == 0 {
-		return Attempt{}
-	}
-	return r.attempts[len(r.attempts)-1]
-}
-
-// count returns the number of recorded attempts.
-func (r *recorder) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.attempts)
-}
-
-// assertFinalIsLastAttempt checks that what RoundTrip returned is exactly
-// what the last attempt produced: the same *http.Response, or an
-// *Exhausted wrapping the same error.
-func assertFinalIsLastAttempt(t *testing.T, rec *recorder, resp *http.Response, err error) {
-	t.Helper()
-	last := rec.last()
-	if last.Err != nil {
-		assert.Nil(t, resp, "an error, never a response and an error")
-		var ex *Exhausted
-		if assert.ErrorAs(t, err, &ex) {
-			assert.True(t, ex.Err == last.Err, "the Exhausted error wraps the last attempt's own error: %v vs %v", ex.Err, last.Err)
-			assert.Equal(t, last.N, ex.Attempts)
-		}
-		return
-	}
-	assert.NoError(t, err)
-	assert.Same(t, last.Response, resp, "the last attempt's own response")
-}
-
-// fault is what the chaos provider does with one request.
-type fault int
-
-func (f fault) String() string {
-	return [...]string{"ok", "503", "400", "reset", "partial-headers", "truncated", "503-truncated", "stall", "503-stall-body"}[f]
-}
-
-// retryable says whether the Transport must send the request again after f.
-func (f fault) retryable() bool {
-	switch f {
-	case fault503, fault503Truncated, faultReset, faultPartialHeaders, faultStall:
-		return true
-	}
-	return false
-}
-
-const (
-	faultOK             fault = iota // 200 with the whole body
-	fault503                         // 503 with a short JSON error body
-	fault400                         // 400: the request is wrong, never retried
-	faultReset                       // the connection is reset (RST) before any header
-	faultPartialHeaders              // part of the headers, then the connection closes
-	faultTruncated                   // 200 whose Content-Length promises more than is sent
-	fault503Truncated                // 503 whose Content-Length promises more than is sent
-	faultStall                       // no header until the client gives up
-	fault503StallBody                // 503 headers and a few bytes, then nothing until the client gives up
-)
-
-// chaosOKBody is the provider's answer: longer than a socket read, so that
-// reading it in full means something.
-var chaosOKBody = `{"answer":42,"padding":"` + strings.Repeat("0123456789abcdef", 1024) + `"}`
-
-const (
-	chaos503Body = `{"error":{"message":"overloaded"}}`
-	chaos400Body = `{"error":{"message":"bad request"}}`
-	// chaosReqHeader names each logical request, so the provider's log can
-	// be split by request.
-	chaosReqHeader = "X-Chaos-Req"
-	// chaosHeaderTimeout is how long the client waits for headers
-	// (http.Transport.ResponseHeaderTimeout): the length of a stall.
-	chaosHeaderTimeout = 100 * time.Millisecond
-)
-
-// hit is one attempt as the chaos provider saw it.
-type hit struct {
-	req   string
-	fault fault
-}
-
-// chaosProvider is an httptest server that applies plan to each attempt it
-// receives (numbered from 0 across the server), after reading the whole
-// request body.
+// chaosProvider is a model provider on loopback, a real HTTP server that
+// fails the way providers and the networks in front of them fail: it
+// applies plan to each attempt it receives (numbered from 0 across the
+// server; see fault), after reading the whole request body. Tests against
+// it run on the real clock, with waits of a few ms (chaosWaits).
 type chaosProvider struct {
 	srv  *httptest.Server
 	stop chan struct{} // closed at cleanup: stalled handlers return
@@ -612,6 +726,40 @@ func newChaosProvider(t *testing.T, plan func(n int) fault) *chaosProvider {
 	return c
 }
 
+// hit is one attempt as the chaos provider saw it.
+type hit struct {
+	req   string
+	fault fault
+}
+
+// fault is what the chaos provider does with one request.
+type fault int
+
+func (f fault) String() string {
+	return [...]string{"ok", "503", "400", "reset", "partial-headers", "truncated", "503-truncated", "stall", "503-stall-body"}[f]
+}
+
+// retryable says whether the Transport must send the request again after f.
+func (f fault) retryable() bool {
+	switch f {
+	case fault503, fault503Truncated, faultReset, faultPartialHeaders, faultStall:
+		return true
+	}
+	return false
+}
+
+const (
+	faultOK             fault = iota // 200 with the whole body
+	fault503                         // 503 with a short JSON error body
+	fault400                         // 400: the request is wrong, never retried
+	faultReset                       // the connection is reset (RST) before any header
+	faultPartialHeaders              // part of the headers, then the connection closes
+	faultTruncated                   // 200 whose Content-Length promises more than is sent
+	fault503Truncated                // 503 whose Content-Length promises more than is sent
+	faultStall                       // no header until the client gives up
+	fault503StallBody                // 503 headers and a few bytes, then nothing until the client gives up
+)
+
 // script returns a plan that follows faults, repeating the last one.
 func script(faults ...fault) func(int) fault {
 	return func(n int) fault { return faults[min(n, len(faults)-1)] }
@@ -630,6 +778,21 @@ func hijack(w http.ResponseWriter) net.Conn {
 	return conn
 }
 
+// chaosOKBody is the provider's answer: longer than a socket read, so that
+// reading it in full means something.
+var chaosOKBody = `{"answer":42,"padding":"` + strings.Repeat("0123456789abcdef", 1024) + `"}`
+
+const (
+	chaos503Body = `{"error":{"message":"overloaded"}}`
+	chaos400Body = `{"error":{"message":"bad request"}}`
+	// chaosReqHeader names each logical request, so the provider's log can
+	// be split by request.
+	chaosReqHeader = "X-Chaos-Req"
+	// chaosHeaderTimeout is how long the client waits for headers
+	// (http.Transport.ResponseHeaderTimeout): the length of a stall.
+	chaosHeaderTimeout = 100 * time.Millisecond
+)
+
 // chaosBase is the http.Transport under the Transport in chaos tests: a
 // short ResponseHeaderTimeout bounds each stall.
 func chaosBase(t *testing.T) *http.Transport {
@@ -640,40 +803,6 @@ func chaosBase(t *testing.T) *http.Transport {
 
 // chaosWaits is the schedule of the chaos tests: 3 retries, 4 attempts.
 var chaosWaits = []time.Duration{2 * time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond}
-
-// failOnceBase answers each request (told apart by X-Req-ID) with a 503 on
-// its first attempt and with its own ID on the second, in memory. It
-// samples the number of goroutines at every attempt.
-type failOnceBase struct {
-	seen     sync.Map // X-Req-ID → *atomic.Int32
-	attempts atomic.Int64
-	peak     atomic.Int64
-}
-
-func (b *failOnceBase) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		_, _ = io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-	}
-	b.attempts.Add(1)
-	for g := int64(runtime.NumGoroutine()); ; {
-		p := b.peak.Load()
-		if g <= p || b.peak.CompareAndSwap(p, g) {
-			break
-		}
-	}
-	id := r.Header.Get("X-Req-ID")
-	v, _ := b.seen.LoadOrStore(id, new(atomic.Int32))
-	resp := &http.Response{Header: http.Header{}, Request: r}
-	if v.(*atomic.Int32).Add(1) == 1 {
-		resp.StatusCode, resp.Status = 503, "503 Service Unavailable"
-		resp.Body = io.NopCloser(strings.NewReader(`{"error":{"message":"overloaded"}}`))
-	} else {
-		resp.StatusCode, resp.Status = 200, "200 OK"
-		resp.Body = io.NopCloser(strings.NewReader(id))
-	}
-	return resp, nil
-}
 
 // hashingProvider answers 503 to each request's first attempt and then
 // 200 with answer, and records the length and SHA-256 of every request body
@@ -729,4 +858,36 @@ func newHashingProvider(t *testing.T, answer []byte, connState func(net.Conn, ht
 	p.srv.Start()
 	t.Cleanup(p.srv.Close)
 	return p
+}
+
+// Timing and logs.
+
+// onCI reports whether the tests run under CI (CI=true), where timing
+// bounds are looser: the machine is shared and slower.
+func onCI() bool { return os.Getenv("CI") != "" }
+
+// timeBound returns local, or ci when running under CI.
+func timeBound(local, ci time.Duration) time.Duration {
+	if onCI() {
+		return ci
+	}
+	return local
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

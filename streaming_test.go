@@ -46,16 +46,6 @@ type readOnlyReader struct{ r io.Reader }
 
 func (r readOnlyReader) Read(p []byte) (int, error) { return r.r.Read(p) }
 
-// streamRequest builds a POST with body and the given GetBody behaviour.
-func streamRequest(t *testing.T, url, body string) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json") // what the Stainless SDKs send, streaming or not
-	return req
-}
-
 func TestIsStreamDetection(t *testing.T) {
 	big := bigMessages(3 << 20) // several MiB of conversation
 	require.Greater(t, len(big), 3<<20)

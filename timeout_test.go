@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,48 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// silentThen is a base whose first `silent` attempts accept the request
-// and never answer (until their context ends); later attempts answer 200.
-// It records each attempt's start and whether its context was canceled.
-type silentThen struct {
-	silent int
-
-	mu       sync.Mutex
-	starts   []time.Time
-	canceled []bool
-}
-
-func (s *silentThen) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	s.mu.Lock()
-	i := len(s.starts)
-	s.starts = append(s.starts, time.Now())
-	s.canceled = append(s.canceled, false)
-	s.mu.Unlock()
-	if i < s.silent {
-		<-req.Context().Done()
-		s.mu.Lock()
-		s.canceled[i] = true
-		s.mu.Unlock()
-		return nil, req.Context().Err()
-	}
-	go func() {
-		<-req.Context().Done()
-		s.mu.Lock()
-		s.canceled[i] = true
-		s.mu.Unlock()
-	}()
-	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"answer":42}`)), Request: req}, nil
-}
-
-func (s *silentThen) attempts() (starts []time.Time, canceled []bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.starts...), append([]bool(nil), s.canceled...)
-}
 
 // A provider that accepts the connection and never answers costs one
 // AttemptTimeout, not the turn: the attempt is abandoned (its context
@@ -137,13 +94,6 @@ func TestAttemptTimeoutIsEvidenceOfDown(t *testing.T) {
 		require.Contains(t, stats, "api.example.test")
 		assert.True(t, stats["api.example.test"].facts.Down(time.Now()), "the key is down")
 	})
-}
-
-// sseResponse is a 200 text/event-stream response with body.
-func sseResponse(r *http.Request, body io.ReadCloser) *http.Response {
-	h := http.Header{}
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Body: body, Request: r}
 }
 
 // A committed stream that goes silent ends with an error from Body.Read
