@@ -143,6 +143,36 @@ func TestStalledErrorBodyOverTheNetwork(t *testing.T) {
 	}
 }
 
+// A 503 whose body stalls after a few bytes: reading it (the signal peek)
+// blocks, but never past the request's deadline, and the deadline/reserve
+// rule counts from when the read ended: the 503 is returned as it is, its
+// record promises no retry, and its body reports the cut when read.
+func TestChaosStalledErrorBodyEndsWithTheDeadline(t *testing.T) {
+	prov := newChaosProvider(t, script(fault503StallBody))
+	rec := &recorder{}
+	rt := mustNew(t, chaosBase(t), Policy{Waits: chaosWaits, Reserve: time.Millisecond, OnAttempt: rec.on})
+	const deadline = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, prov.srv.URL, strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.Header.Set(chaosReqHeader, "r")
+	start := time.Now()
+	resp, err := rt.RoundTrip(req)
+	took := time.Since(start)
+	t.Logf("returned after %v: %v", took, err)
+	assert.Less(t, took, deadline+timeBound(100*time.Millisecond, time.Second), "not held past the deadline")
+	assert.Len(t, prov.faultsOf("r"), 1, "no time for another attempt")
+	assertFinalIsLastAttempt(t, rec, resp, err)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, []time.Duration{0}, rec.retryIns(), "no retry promised: no time was left")
+	got, rerr := io.ReadAll(resp.Body)
+	assert.Error(t, rerr, "the body never completes")
+	assert.Equal(t, `{"error":`, string(got), "what did arrive, from the first byte")
+	assert.NoError(t, resp.Body.Close())
+}
+
 // Copying a body that has no GetBody honours the request's context: a body
 // that blocks ends the call when the context does, not when the body
 // unblocks, and nothing is sent.
@@ -249,36 +279,6 @@ func TestPeekThatRanOutOfTime(t *testing.T) {
 		assert.Equal(t, "abc"+strings.Repeat("d", 9000), string(all))
 		require.NoError(t, resp.Body.Close())
 	})
-}
-
-// A 503 whose body stalls after a few bytes: reading it (the signal peek)
-// blocks, but never past the request's deadline, and the deadline/reserve
-// rule counts from when the read ended: the 503 is returned as it is, its
-// record promises no retry, and its body reports the cut when read.
-func TestChaosStalledErrorBodyEndsWithTheDeadline(t *testing.T) {
-	prov := newChaosProvider(t, script(fault503StallBody))
-	rec := &recorder{}
-	rt := mustNew(t, chaosBase(t), Policy{Waits: chaosWaits, Reserve: time.Millisecond, OnAttempt: rec.on})
-	const deadline = 300 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, prov.srv.URL, strings.NewReader(`{}`))
-	require.NoError(t, err)
-	req.Header.Set(chaosReqHeader, "r")
-	start := time.Now()
-	resp, err := rt.RoundTrip(req)
-	took := time.Since(start)
-	t.Logf("returned after %v: %v", took, err)
-	assert.Less(t, took, deadline+timeBound(100*time.Millisecond, time.Second), "not held past the deadline")
-	assert.Len(t, prov.faultsOf("r"), 1, "no time for another attempt")
-	assertFinalIsLastAttempt(t, rec, resp, err)
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Equal(t, []time.Duration{0}, rec.retryIns(), "no retry promised: no time was left")
-	got, rerr := io.ReadAll(resp.Body)
-	assert.Error(t, rerr, "the body never completes")
-	assert.Equal(t, `{"error":`, string(got), "what did arrive, from the first byte")
-	assert.NoError(t, resp.Body.Close())
 }
 
 // A 32 MiB body (with GetBody, as http.NewRequest sets for in-memory
