@@ -123,9 +123,9 @@ type Policy struct {
 	OnHold func(Hold)
 }
 
-// Validate reports whether p can be used, naming the first field that
-// cannot. It refuses negative durations and counts and a negative wait in
-// Waits.
+// Validate reports whether p can be used, naming every field that cannot
+// (one error per field, joined). It refuses negative durations and counts
+// and a negative wait in Waits.
 func (p Policy) Validate() error {
 	var errs []error
 	for i, w := range p.Waits {

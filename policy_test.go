@@ -116,3 +116,12 @@ func TestDefaultReserveCountsFromTheStart(t *testing.T) {
 		resp.Body.Close()
 	})
 }
+
+// Validate names every field it refuses, not only the first.
+func TestValidateNamesEveryField(t *testing.T) {
+	err := Policy{Waits: []time.Duration{-1}, Reserve: -1, MaxRetries: -1, StreamIdleTimeout: -1}.Validate()
+	require.Error(t, err)
+	for _, field := range []string{"Policy.Waits[0]", "Policy.Reserve", "Policy.MaxRetries", "Policy.StreamIdleTimeout"} {
+		assert.Contains(t, err.Error(), field)
+	}
+}
