@@ -23,16 +23,18 @@ type Attempt struct {
 	// N is the attempt number: 1 for the first try. Numbers continue across
 	// rounds when an Asker says to try again.
 	N int
-	// Request is the request this attempt sent (a shallow copy of the
-	// caller's, with its own body). Nil for attempts made by Do.
+	// Request is the request this attempt sent: a shallow copy of the
+	// caller's, with the attempt's own context and, for a retry, a fresh
+	// body. Nil for attempts made by Do.
 	Request *http.Request
 	// Response is the attempt's response; nil when Err is non-nil.
 	Response *http.Response
 	// Err is the attempt's error; nil when a response arrived.
 	Err error
-	// RetryIn is the wait before the next attempt; 0 when none follows
-	// (the last attempt of a round, or of the call). When Held, it is the
-	// least wait (the server's, or 0).
+	// RetryIn is the wait before the next attempt; 0 when it follows at
+	// once, or when none follows (the last attempt of a round, or of the
+	// call: see Stop). When Held, it is the least wait (the server's, or
+	// 0).
 	RetryIn time.Duration
 	// Probe reports that the attempt was sent as its provider key's probe
 	// (see Coordination).
@@ -51,7 +53,8 @@ type Attempt struct {
 }
 
 // String renders the attempt on one line without credentials: the URL
-// loses its query and user information, and no header is shown.
+// loses its user information and its query (shown as "?…"), no header is
+// shown, and an error's text is redacted (see Redact).
 func (a Attempt) String() string {
 	s := fmt.Sprintf("attempt %d %s", a.N, a.ID)
 	if a.Request != nil {

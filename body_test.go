@@ -3,7 +3,9 @@ package llmretry
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,38 +21,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// stallBody is a response body that delivers prefix, then blocks until it
-// is closed: a reply whose body starts and then stalls.
-type stallBody struct {
-	prefix string
-	mu     sync.Mutex
-	off    int
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newStallBody(prefix string) *stallBody {
-	return &stallBody{prefix: prefix, closed: make(chan struct{})}
-}
-
-func (b *stallBody) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	if b.off < len(b.prefix) {
-		n := copy(p, b.prefix[b.off:])
-		b.off += n
-		b.mu.Unlock()
-		return n, nil
-	}
-	b.mu.Unlock()
-	<-b.closed
-	return 0, errors.New("stallBody: closed")
-}
-
-func (b *stallBody) Close() error {
-	b.once.Do(func() { close(b.closed) })
-	return nil
-}
 
 // stallBase answers every request with a 503 of content type ct whose body
 // stalls after a few bytes, and records when each attempt arrived.
@@ -173,6 +143,36 @@ func TestStalledErrorBodyOverTheNetwork(t *testing.T) {
 	}
 }
 
+// A 503 whose body stalls after a few bytes: reading it (the signal peek)
+// blocks, but never past the request's deadline, and the deadline/reserve
+// rule counts from when the read ended: the 503 is returned as it is, its
+// record promises no retry, and its body reports the cut when read.
+func TestChaosStalledErrorBodyEndsWithTheDeadline(t *testing.T) {
+	prov := newChaosProvider(t, script(fault503StallBody))
+	rec := &recorder{}
+	rt := mustNew(t, chaosBase(t), Policy{Waits: chaosWaits, Reserve: time.Millisecond, OnAttempt: rec.on})
+	const deadline = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, prov.srv.URL, strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.Header.Set(chaosReqHeader, "r")
+	start := time.Now()
+	resp, err := rt.RoundTrip(req)
+	took := time.Since(start)
+	t.Logf("returned after %v: %v", took, err)
+	assert.Less(t, took, deadline+timeBound(100*time.Millisecond, time.Second), "not held past the deadline")
+	assert.Len(t, prov.faultsOf("r"), 1, "no time for another attempt")
+	assertFinalIsLastAttempt(t, rec, resp, err)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, []time.Duration{0}, rec.retryIns(), "no retry promised: no time was left")
+	got, rerr := io.ReadAll(resp.Body)
+	assert.Error(t, rerr, "the body never completes")
+	assert.Equal(t, `{"error":`, string(got), "what did arrive, from the first byte")
+	assert.NoError(t, resp.Body.Close())
+}
+
 // Copying a body that has no GetBody honours the request's context: a body
 // that blocks ends the call when the context does, not when the body
 // unblocks, and nothing is sent.
@@ -279,4 +279,215 @@ func TestPeekThatRanOutOfTime(t *testing.T) {
 		assert.Equal(t, "abc"+strings.Repeat("d", 9000), string(all))
 		require.NoError(t, resp.Body.Close())
 	})
+}
+
+// A 32 MiB body (with GetBody, as http.NewRequest sets for in-memory
+// readers), an empty one, and a 32 MiB one without GetBody (a stream the
+// Transport must buffer, reading it exactly once) reach the provider
+// byte-identical on every attempt over a real connection. The caller's
+// request is unchanged afterwards, its body is closed exactly once, and the
+// final response reads in full.
+func TestBodyReachesProviderIntactOnEveryAttempt(t *testing.T) {
+	const big = 32 << 20
+	data := uniqueBytes(big, 1)
+	answer := uniqueBytes(1<<20, 2)
+	cases := []struct {
+		name    string
+		body    []byte
+		getBody bool
+	}{
+		{"32 MiB with GetBody", data, true},
+		{"empty", nil, true},
+		{"32 MiB without GetBody", data, false},
+		{"empty without GetBody", []byte{}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			prov := newHashingProvider(t, answer, nil)
+			base := loopbackBase(t, 2)
+			rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond}, Reserve: time.Millisecond})
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			body := &countingBody{Reader: bytes.NewReader(c.body)}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, prov.srv.URL+"/v1/chat/completions?key=k", body)
+			require.NoError(t, err)
+			req.ContentLength = int64(len(c.body))
+			if c.getBody {
+				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(c.body)), nil }
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Req-ID", c.name)
+			before := snapshot(req)
+
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, sha256.Sum256(answer), sha256.Sum256(got), "the final response reads in full (%d bytes)", len(got))
+
+			want := bodySum{n: int64(len(c.body)), sum: sha256.Sum256(c.body)}
+			sums := prov.sums()
+			require.Len(t, sums, 2, "a 503, then the answer")
+			for i, s := range sums {
+				assert.Equal(t, want.n, s.n, "attempt %d: length", i+1)
+				assert.Equal(t, want.sum, s.sum, "attempt %d: SHA-256", i+1)
+			}
+
+			assertUnchanged(t, before, req)
+			n, closes := body.stats()
+			assert.Equal(t, 1, closes, "the caller's body is closed exactly once")
+			assert.Equal(t, int64(len(c.body)), n, "the caller's body is read once, not once per attempt")
+		})
+	}
+}
+
+// Discarded response bodies are drained (up to the bound) and closed
+// exactly once; the final body is neither read ahead of the caller beyond
+// the bound nor closed for them.
+func TestDiscardedBodiesDrainedAndClosed(t *testing.T) {
+	for _, size := range []int64{0, 100, 4 << 10, 64 << 10, 4 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			var mu sync.Mutex
+			var bodies []*lazyBody
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				b := &lazyBody{size: size}
+				mu.Lock()
+				bodies = append(bodies, b)
+				mu.Unlock()
+				return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}, Body: b, ContentLength: size, Request: r}, nil
+			})
+			rt := mustNew(t, base, Policy{Waits: []time.Duration{0, 0, 0}})
+			resp, err := post(t, rt, context.Background())
+			require.NoError(t, err)
+			require.Len(t, bodies, 4)
+			for i, b := range bodies[:3] {
+				n, closes := b.read()
+				assert.Equal(t, 1, closes, "discarded body %d closed once", i)
+				assert.Equal(t, min(size, discardReadBound), n, "discarded body %d drained, up to the bound", i)
+			}
+			final := bodies[3]
+			n, closes := final.read()
+			assert.Zero(t, closes, "the final body is the caller's to close")
+			assert.LessOrEqual(t, n, int64(discardReadBound))
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			require.Len(t, got, int(size), "the caller reads the whole final body")
+			want := make([]byte, size)
+			fillPattern(want, 0)
+			assert.True(t, bytes.Equal(want, got), "from its first byte, in order")
+			_, closes = final.read()
+			assert.Equal(t, 1, closes)
+		})
+	}
+}
+
+// 1,000 requests over one shared http.Transport, each failing once before
+// it is answered (2,000 attempts), open about as many connections as the
+// pool keeps: discarded bodies are drained and closed, so connections go
+// back to the pool instead of being abandoned.
+func TestConnectionsReusedAcrossRetries(t *testing.T) {
+	const (
+		pool     = 8
+		workers  = 8
+		requests = 1000
+	)
+	hook, newConns := newConnCounter()
+	prov := newHashingProvider(t, []byte(`{"answer":42}`), hook)
+	base := loopbackBase(t, pool)
+	rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond}})
+
+	var next atomic.Int64
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > requests {
+					return
+				}
+				req, err := http.NewRequest(http.MethodPost, prov.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m"}`))
+				if err != nil {
+					failures.Add(1)
+					return
+				}
+				req.Header.Set("X-Req-ID", fmt.Sprint(i))
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					failures.Add(1)
+					continue
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || string(b) != `{"answer":42}` {
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d new connections for %d attempts", newConns(), 2*requests)
+	assert.Zero(t, failures.Load())
+	assert.Len(t, prov.sums(), 2*requests, "every request failed once, then was answered")
+	assert.LessOrEqual(t, newConns(), pool+workers/2, "connections are reused, not abandoned: %d new for %d attempts", newConns(), 2*requests)
+}
+
+// A provider that answers with a 1 GiB error body, generated as it is read
+// (served from memory, never held), is retried and its last answer
+// returned: the discarded bodies are read only up to the bound and closed,
+// memory stays far below the body's size, and the caller still reads the
+// final body from its first byte.
+func TestHugeErrorBodyBoundedMemory(t *testing.T) {
+	const size = 1 << 30
+	var mu sync.Mutex
+	var bodies []*lazyBody
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		b := &lazyBody{size: size}
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+		h := http.Header{"Content-Type": {"application/json"}}
+		return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: h, Body: b, ContentLength: size, Request: r}, nil
+	})
+	rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond, time.Millisecond}})
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	resp, err := post(t, rt, context.Background())
+	require.NoError(t, err)
+	// The caller reads the first MiB of the final body, then gives up.
+	head := make([]byte, 1<<20)
+	_, err = io.ReadFull(resp.Body, head)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	runtime.ReadMemStats(&after)
+
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
+	want := make([]byte, len(head))
+	fillPattern(want, 0)
+	assert.True(t, bytes.Equal(want, head), "the final body reads from its first byte")
+	require.Len(t, bodies, 3, "retried, then returned")
+	for i, b := range bodies[:2] {
+		n, closes := b.read()
+		assert.LessOrEqual(t, n, int64(discardReadBound), "discarded body %d drained only up to the bound", i)
+		assert.Equal(t, 1, closes, "discarded body %d closed", i)
+	}
+	n, closes := bodies[2].read()
+	assert.Equal(t, int64(len(head)), n, "the final body: what the caller read and no more")
+	assert.Equal(t, 1, closes)
+
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("allocated %d KiB; heap in use %d → %d KiB", allocated>>10, before.HeapInuse>>10, after.HeapInuse>>10)
+	assert.Less(t, allocated, uint64(16<<20), "allocations far below the body's size")
+	assert.Less(t, int64(after.HeapInuse)-int64(before.HeapInuse), int64(16<<20))
 }

@@ -3,13 +3,17 @@ package llmretry
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,6 +64,77 @@ func realServers(t *testing.T) map[string]struct {
 	}{
 		"HTTP/1.1": {h1.URL, h1.Client().Transport},
 		"HTTP/2":   {h2.URL, h2.Client().Transport},
+	}
+}
+
+func TestRetryableStatusesAndErrors(t *testing.T) {
+	retried := []step{fail(408), fail(425), fail(429), fail(500), fail(502), fail(503), fail(504), fail(529), refused,
+		{err: &netOpError{syscall.ECONNRESET}}, {err: io.EOF}, {err: io.ErrUnexpectedEOF}, {err: timeoutError{}},
+		// A context's error from below while the caller's context is
+		// alive: a middleware's own timeout or cancellation.
+		{err: context.DeadlineExceeded}, {err: context.Canceled}}
+	for _, s := range retried {
+		t.Run(fmt.Sprintf("retried %d %v", s.status, s.err), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(s, ok)
+				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+				require.NoError(t, err)
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.Equal(t, 2, prov.attempts())
+			})
+		})
+	}
+	final := []step{fail(400), fail(401), fail(403), fail(404), fail(409), fail(422), fail(501),
+		{err: x509.UnknownAuthorityError{}},
+		{err: errors.New(`unsupported protocol scheme "ftp"`)}, {err: errors.New(`net/http: invalid header field name "\x00"`)},
+		{err: Permanent(errors.New("signer refused"))}}
+	for _, s := range final {
+		t.Run(fmt.Sprintf("final %d %v", s.status, s.err), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := newProvider(s, ok)
+				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+				assert.Equal(t, 1, prov.attempts())
+				if s.err != nil {
+					assert.Nil(t, resp)
+					require.Error(t, err)
+					assert.ErrorIs(t, err, s.err)
+					return
+				}
+				require.NoError(t, err)
+				assert.Equal(t, s.status, resp.StatusCode)
+				assert.Equal(t, fmt.Sprintf("error %d", s.status), bodyOf(t, resp))
+			})
+		})
+	}
+}
+
+// timeoutError is a network timeout that is not the context's.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+func TestRetryableClassifier(t *testing.T) {
+	cases := []struct {
+		resp *http.Response
+		err  error
+		want bool
+	}{
+		{&http.Response{StatusCode: 429}, nil, true},
+		{&http.Response{StatusCode: 529}, nil, true},
+		{&http.Response{StatusCode: 501}, nil, false},
+		{&http.Response{StatusCode: 200}, nil, false},
+		{&http.Response{StatusCode: 404}, nil, false},
+		{nil, nil, false},
+		{nil, &url.Error{Op: "Post", URL: testURL, Err: &netOpError{syscall.ECONNREFUSED}}, true},
+		{nil, fmt.Errorf("wrapped: %w", context.Canceled), false},
+		{nil, x509.HostnameError{Certificate: &x509.Certificate{}, Host: "api.example.test"}, false},
+		{nil, Permanent(io.EOF), false},
+		{&http.Response{StatusCode: 503}, io.EOF, true}, // the error decides
+	}
+	for i, c := range cases {
+		assert.Equal(t, c.want, Retryable(c.resp, c.err), "case %d", i)
 	}
 }
 

@@ -469,7 +469,7 @@ func (co *coordinator) clamp(f Facts, now time.Time) Facts {
 			f.CapUntil = lim
 		}
 	}
-	f.InFlight = max(f.InFlight, 0)
+	f.InFlight = min(max(f.InFlight, 0), maxBurst)
 	return f
 }
 

@@ -419,6 +419,7 @@ func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
 	assert.Equal(t, now.Add(capLifeMul*time.Second), f.CapUntil)
 	assert.Equal(t, time.Second/5, f.Grow, "no faster than a fifth of a probe interval")
 	assert.Zero(t, f.InFlight)
+	assert.Equal(t, maxBurst, co.clamp(Facts{InFlight: 1 << 40}, now).InFlight, "no count of calls in flight beyond any provider's")
 	f = co.clamp(Facts{MaxInFlight: 8, CapUntil: now.Add(time.Minute), CutAt: now, Grow: 100 * time.Hour}, now)
 	assert.Equal(t, co.growStep(), f.Grow)
 	assert.Equal(t, 8, f.Cap(now.Add(co.growStep()-1)))

@@ -12,7 +12,9 @@ import (
 // rule against ctx's deadline, OnAttempt once per call (with a nil
 // Request and Response) and OnExhausted, asked once per round when the
 // schedule is spent (a yes calls again at once, then runs the schedule's
-// retries again). MaxRetryAfter and RetryStreams do not apply.
+// retries again). MaxRetryAfter, RetryStreams, the timeouts
+// (AttemptTimeout, FirstEventTimeout, StreamIdleTimeout) and OnHold do not
+// apply.
 //
 // Do is for tool calls and other work that is not an HTTP request. Only
 // idempotent or read-only tools belong in it: a call that failed may have

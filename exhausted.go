@@ -8,8 +8,9 @@ import (
 
 // Exhausted is the record of a call that sent no further attempt: the
 // question put to an Asker, the error RoundTrip returns when the last
-// attempt got no response (Do returns it whenever its last attempt failed),
-// and, through GaveUp, the record of a failed response RoundTrip returns.
+// attempt got no response or the caller's context ended during a wait (Do
+// returns it whenever its last attempt failed), and, through GaveUp, the
+// record of a failed response RoundTrip returns.
 //
 // When the last attempt did get a response, RoundTrip returns that response
 // with a nil error instead, as a plain http.RoundTripper would; GaveUp finds
@@ -27,7 +28,8 @@ type Exhausted struct {
 	// Response is the last attempt's response, or nil. Its body belongs to
 	// the caller of RoundTrip; an Asker must not read or close it.
 	Response *http.Response
-	// Err is the last attempt's error, or nil.
+	// Err is the last attempt's error, or nil; the context's error when
+	// the caller's context ended during a wait.
 	Err error
 }
 
@@ -71,10 +73,11 @@ func (e *Exhausted) Unwrap() []error {
 }
 
 // GaveUp returns the record of the call that ended with resp: non-nil when
-// a Transport returned resp with a failure status (400 or above) because it
-// sent no further attempt, with the attempts made and the Reason. It is nil
-// for nil, for a success, and for a response that did not come through
-// llmretry.
+// a Transport returned resp with a failure status (400 or above), or as a
+// 2xx stream that opened with an error event (see Policy.RetryStreams),
+// because it sent no further attempt, with the attempts made and the
+// Reason. It is nil for nil, for a success, and for a response that did
+// not come through llmretry.
 //
 // The record travels with resp.Request's context, so GaveUp finds it on
 // the *http.Response that an SDK keeps in its error after reading the body

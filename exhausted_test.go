@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -15,29 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// asked records what an Asker was asked and answers from a script (the
-// last answer repeats).
-type asked struct {
-	mu      sync.Mutex
-	answers []bool
-	got     []Exhausted // copies of what was asked
-	at      []time.Time
-}
-
-func (a *asked) Ask(_ context.Context, e *Exhausted) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.got = append(a.got, *e)
-	a.at = append(a.at, time.Now())
-	return a.answers[min(len(a.got)-1, len(a.answers)-1)]
-}
-
-func (a *asked) questions() []Exhausted {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]Exhausted(nil), a.got...)
-}
 
 // Without OnExhausted, the last result is returned when retries run out:
 // the provider's response with a nil error, or an *Exhausted error that
@@ -265,4 +241,21 @@ func TestExhaustedError(t *testing.T) {
 	}
 	assert.Empty(t, (&Exhausted{}).Unwrap())
 	assert.Equal(t, []error{context.Canceled}, (&Exhausted{Reason: context.Canceled, Err: context.Canceled}).Unwrap(), "the context's error once")
+}
+
+// GaveUp is nil for what did not give up, and for what did not come
+// through llmretry.
+func TestGaveUpNil(t *testing.T) {
+	assert.Nil(t, GaveUp(nil))
+	assert.Nil(t, GaveUp(&http.Response{StatusCode: 502}))
+	req, err := http.NewRequest(http.MethodGet, testURL, nil)
+	require.NoError(t, err)
+	assert.Nil(t, GaveUp(&http.Response{StatusCode: 502, Request: req}))
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(502), ok)
+		resp, err := post(t, mustNew(t, prov.mock, Policy{}), context.Background())
+		require.NoError(t, err)
+		assert.Nil(t, GaveUp(resp), "an answer after a retry")
+		assert.Equal(t, 200, resp.StatusCode)
+	})
 }

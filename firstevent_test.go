@@ -317,6 +317,28 @@ func TestMessageWait(t *testing.T) {
 	}
 }
 
+func TestMessageWaitInWords(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		want time.Duration
+		ok   bool
+	}{
+		{"Please try again in 1.868s. Visit https://…", 1868 * time.Millisecond, true},
+		{"Please try again in 20ms.", 20 * time.Millisecond, true},
+		{"Please try again in 1m30s.", 90 * time.Second, true},
+		{"Please try again in 20 seconds.", 20 * time.Second, true},
+		{"Please retry after 33 seconds.", 33 * time.Second, true},
+		{"Please retry after 86400 seconds.", 86400 * time.Second, true},
+		{"Retry after a while.", 0, false},
+		{"try again in -5s", 0, false},
+		{"Rate limited.", 0, false},
+	} {
+		d, ok := messageWait(c.msg)
+		assert.Equal(t, c.ok, ok, c.msg)
+		assert.Equal(t, c.want, d, c.msg)
+	}
+}
+
 // FuzzFirstEvent feeds arbitrary streams to scanFirstEvent, whole and one
 // byte at a time: it must not panic, must return a prefix of the stream of
 // at most maxBytes, lose nothing, and give one verdict however the stream

@@ -27,7 +27,7 @@ func TestPermanentFromTheBaseStopsAtOnce(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cause := &signerError{reason: "key revoked"}
 				calls := 0
-				base := funcBase(func(r *http.Request) (*http.Response, error) {
+				base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 					calls++
 					if failFirst && calls == 1 {
 						return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}, Body: http.NoBody, Request: r}, nil

@@ -31,8 +31,9 @@ const (
 // (exponential backoff with full jitter); a wait is taken only if, after it,
 // a reserve remains before the request's context deadline (60 s under a
 // deadline of 5 minutes or more, a fifth of the time left under a shorter
-// one: 6 s of a 30-s deadline); server waits (Retry-After, retry-after-ms)
-// of up to 5 minutes are honoured; an attempt may wait for its response as
+// one: 6 s of a 30-s deadline); server waits (Retry-After, retry-after-ms,
+// a wait stated in the reply, a spent rate limit's reset) of up to 5
+// minutes are honoured; an attempt may wait for its response as
 // long as the deadline allows; streamed requests are not retried; when
 // retries run out the last result is returned (nobody is asked).
 //
@@ -43,9 +44,12 @@ const (
 // Transport is shared.
 type Policy struct {
 	// Waits is an explicit schedule: retry k waits Waits[k-1]. Without a
-	// context deadline the list is the bound on retries; with one, the last
-	// wait repeats for as long as the deadline and Reserve allow. Empty
-	// means exponential backoff with full jitter (see MaxWait, MaxRetries).
+	// context deadline the list is the bound on retries. With one, a last
+	// wait above zero repeats for as long as the deadline and Reserve
+	// allow; a last wait of zero does not repeat (the list is the bound,
+	// as without a deadline), so a provider that is down is never sent to
+	// without a pause until the deadline. Empty means exponential backoff
+	// with full jitter (see MaxWait, MaxRetries).
 	Waits []time.Duration
 	// Reserve is the time that must remain before the request's context
 	// deadline after a wait: a wait is taken only if
@@ -56,9 +60,10 @@ type Policy struct {
 	// room to retry. It has no effect on requests without a deadline.
 	Reserve time.Duration
 	// MaxRetries is the number of retries after the first try (retries, not
-	// attempts). Zero means DefaultMaxRetries (6) when Waits is empty; with
-	// Waits, zero means no cap beyond the schedule and a positive value caps
-	// the number of retries.
+	// attempts), in each round of the schedule (see OnExhausted). Zero
+	// means DefaultMaxRetries (6) when Waits is empty; with Waits, zero
+	// means no cap beyond the schedule and a positive value caps the
+	// number of retries.
 	MaxRetries int
 	// MaxWait caps each computed exponential wait (it does not cap Waits or
 	// server waits). Zero means DefaultMaxWait (60 s).
@@ -89,7 +94,8 @@ type Policy struct {
 	// event is an error instead (Anthropic's overloaded_error, api_error
 	// and rate_limit_error, OpenAI's error chunks and Responses error
 	// events, Gemini's errors) the attempt counts as the status it stands
-	// for (529, 500, 429, with any wait it states) and is retried. The
+	// for (529, 500, 429, with any wait it states) and is retried; any
+	// other error event stands for a 400, which is not retried. The
 	// caller reads exactly the bytes the provider sent, from the first.
 	// Bedrock's binary event stream is handed over untouched.
 	RetryStreams bool
@@ -107,9 +113,9 @@ type Policy struct {
 	// OnAttempt, if set, is called once per attempt, after the attempt ends
 	// and before any wait. It must not read or close Attempt.Response.Body.
 	OnAttempt func(Attempt)
-	// OnExhausted, if set, is asked once retries run out whether to run
-	// another round of the schedule. Nil means fail: the last result is
-	// returned.
+	// OnExhausted, if set, is asked once the schedule's retries are spent
+	// (ErrRetriesSpent, not another reason) whether to run another round
+	// of the schedule. Nil means fail: the last result is returned.
 	OnExhausted Asker
 	// OnHold, if set, is called when a coordinated call is held back before
 	// an attempt and again when the hold ends (see Coordination and Hold).
@@ -117,9 +123,9 @@ type Policy struct {
 	OnHold func(Hold)
 }
 
-// Validate reports whether p can be used, naming the first field that
-// cannot. It refuses negative durations and counts and a negative wait in
-// Waits.
+// Validate reports whether p can be used, naming every field that cannot
+// (one error per field, joined). It refuses negative durations and counts
+// and a negative wait in Waits.
 func (p Policy) Validate() error {
 	var errs []error
 	for i, w := range p.Waits {

@@ -12,8 +12,8 @@ import (
 // (a coordinated give-up, an *Exhausted wrapping a *DownError, included).
 var (
 	// ErrRetriesSpent: the policy's schedule allowed no further retry
-	// (MaxRetries, or the end of Waits without a deadline), and no Asker
-	// said to go on.
+	// (MaxRetries, or the end of Waits without a deadline or with a last
+	// wait of zero), and no Asker said to go on.
 	ErrRetriesSpent = errors.New("llmretry: retries spent")
 	// ErrNoTimeLeft: the next attempt would have gone past the call's
 	// deadline less its reserve, or past the age at which an AWS
@@ -21,8 +21,8 @@ var (
 	// until then ends with it too.
 	ErrNoTimeLeft = errors.New("llmretry: no time left before the deadline less the reserve")
 	// ErrWaitTooLong: the server asked for a wait (Retry-After,
-	// retry-after-ms, a wait stated in its reply) longer than
-	// Policy.MaxRetryAfter.
+	// retry-after-ms, a wait stated in its reply, the reset of a spent
+	// rate limit) longer than Policy.MaxRetryAfter.
 	ErrWaitTooLong = errors.New("llmretry: the server asked to wait longer than MaxRetryAfter")
 	// ErrProviderRefused: the provider said that waiting will not help: a
 	// spent quota or spend cap, a per-day quota, x-should-retry: false.

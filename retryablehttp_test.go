@@ -3,9 +3,13 @@ package llmretry
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -267,4 +271,112 @@ func TestBodyWithoutGetBodyReplaysTheCopy(t *testing.T) {
 		}
 		assert.Equal(t, base.got[0], base.got[2])
 	})
+}
+
+// idleCounter counts CloseIdleConnections calls.
+type idleCounter struct {
+	http.RoundTripper
+	calls int
+}
+
+func (c *idleCounter) CloseIdleConnections() { c.calls++ }
+
+// go-retryablehttp calls CloseIdleConnections on failures; that must not
+// reach a shared base transport. The Transport's own method forwards.
+func TestFailuresDoNotCloseIdleConnections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(503), refused, fail(400))
+		base := &idleCounter{RoundTripper: prov.mock}
+		rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second}})
+		_, err := post(t, rt, context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 3, prov.attempts())
+		assert.Zero(t, base.calls)
+		rt.CloseIdleConnections()
+		assert.Equal(t, 1, base.calls)
+	})
+}
+
+// go-retryablehttp calls CloseIdleConnections on its client when a call
+// gives up or is cancelled; that must never reach a shared http.Transport.
+// A second client keeps its idle connection through every way a retried
+// call can end.
+func TestOtherClientsKeepTheirIdleConnections(t *testing.T) {
+	shared := loopbackBase(t, 4)
+
+	// Client B: its own provider, and one idle connection in the pool.
+	hook, newConnsB := newConnCounter()
+	provB := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "b")
+	}))
+	provB.Config.ConnState = hook
+	provB.Start()
+	t.Cleanup(provB.Close)
+	clientB := &http.Client{Transport: shared}
+	getB := func() {
+		t.Helper()
+		resp, err := clientB.Get(provB.URL)
+		require.NoError(t, err)
+		assert.Equal(t, "b", bodyOf(t, resp))
+	}
+	getB()
+	require.Equal(t, 1, newConnsB())
+
+	// Client A: llmretry over the same http.Transport, against a
+	// provider that fails in every way that ends a call.
+	provA := newChaosProvider(t, func(int) fault { return fault503 })
+	send := func(p Policy, ctx context.Context, f fault) {
+		t.Helper()
+		provA.mu.Lock()
+		provA.plan = func(int) fault { return f }
+		provA.mu.Unlock()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, provA.srv.URL, strings.NewReader(`{}`))
+		require.NoError(t, err)
+		resp, err := mustNew(t, shared, p).RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	waits := Policy{Waits: []time.Duration{time.Millisecond, time.Millisecond}}
+	send(waits, context.Background(), fault503)   // retries spent: a final 503
+	send(waits, context.Background(), faultReset) // retries spent: an error
+	send(waits, context.Background(), fault400)   // final status
+	ctx, cancel := context.WithCancel(context.Background())
+	send(Policy{Waits: []time.Duration{time.Hour}, OnAttempt: func(Attempt) { cancel() }}, ctx, fault503) // cancelled during the wait
+	dl, cancelDL := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelDL()
+	send(Policy{Waits: []time.Duration{time.Minute}, Reserve: time.Minute}, dl, fault503) // no time left before the deadline
+
+	getB()
+	assert.Equal(t, 1, newConnsB(), "client B reused its idle connection: nobody closed it")
+}
+
+// Behind httputil.ReverseProxy (an LLM gateway) the outgoing request is a
+// clone of the incoming server request, RequestURI included: the retries
+// must still be sent, with the whole body, and the answer reach the client.
+func TestBehindReverseProxy(t *testing.T) {
+	prov := newHashingProvider(t, []byte(`{"answer":42}`), nil)
+	target, err := url.Parse(prov.srv.URL)
+	require.NoError(t, err)
+	base := loopbackBase(t, 2)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond}})
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	gateway := httptest.NewServer(rp)
+	t.Cleanup(gateway.Close)
+
+	body := uniqueBytes(256<<10, 3)
+	req, err := http.NewRequest(http.MethodPost, gateway.URL+"/v1/chat/completions?key=k", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("X-Req-ID", "via-gateway")
+	client := &http.Client{Transport: loopbackBase(t, 1)}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, `{"answer":42}`, bodyOf(t, resp))
+	sums := prov.sums()
+	require.Len(t, sums, 2, "a 503, then the answer")
+	for i, s := range sums {
+		assert.Equal(t, sha256.Sum256(body), s.sum, "attempt %d carried the whole body", i+1)
+	}
 }

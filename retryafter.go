@@ -21,8 +21,9 @@ const maxDuration = time.Duration(math.MaxInt64)
 // It reports false when neither header holds a valid value: malformed,
 // negative, empty or several comma-separated values are ignored, never an
 // error. Huge values are clamped to the longest time.Duration rather than
-// overflowing; it is the caller's job to cap them (Transport caps them at
-// Policy.MaxRetryAfter). Only the first value of each header is read.
+// overflowing; it is the caller's job to bound them (a Transport does not
+// wait longer than Policy.MaxRetryAfter: it returns the response at once,
+// with ErrWaitTooLong). Only the first value of each header is read.
 //
 // RetryAfter does not read the response body; provider waits carried in the
 // body (Gemini's RetryInfo) are read by the Transport on failures.

@@ -37,7 +37,7 @@ type guardedProvider struct {
 
 	mu     sync.Mutex
 	times  []time.Time
-	bodies []*countingReadCloser
+	bodies []*countingBody
 }
 
 func (g *guardedProvider) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -45,7 +45,7 @@ func (g *guardedProvider) RoundTrip(r *http.Request) (*http.Response, error) {
 	defer g.mu.Unlock()
 	s := g.script[min(len(g.times), len(g.script)-1)]
 	g.times = append(g.times, time.Now())
-	body := &countingReadCloser{r: strings.NewReader(s)}
+	body := &countingBody{Reader: strings.NewReader(s)}
 	g.bodies = append(g.bodies, body)
 	return sseResponse(r, body), nil
 }
@@ -149,10 +149,10 @@ func TestStreamGuardGivesUp(t *testing.T) {
 // is abandoned (its body closed) and retried.
 func TestFirstEventTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		stalled := &blockingBody{done: make(chan struct{})}
+		stalled := newStallBody(": keep-alive\n\n")
 		calls := 0
 		var times []time.Time
-		base := funcBase(func(r *http.Request) (*http.Response, error) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			calls++
 			times = append(times, time.Now())
 			if calls == 1 {
@@ -169,7 +169,7 @@ func TestFirstEventTimeout(t *testing.T) {
 		assert.Equal(t, 11*time.Second, times[1].Sub(times[0]))
 		assert.Contains(t, rec.attempts[0].Err.Error(), "no first event within Policy.FirstEventTimeout (10s)")
 		select {
-		case <-stalled.done:
+		case <-stalled.closed:
 		default:
 			t.Fatal("the stalled stream was not closed")
 		}
@@ -181,8 +181,8 @@ func TestFirstEventTimeout(t *testing.T) {
 // call at deadline − reserve with ErrNoTimeLeft.
 func TestStreamGuardKeepsTheReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := funcBase(func(r *http.Request) (*http.Response, error) {
-			return sseResponse(r, &blockingBody{done: make(chan struct{})}), nil
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return sseResponse(r, newStallBody(": keep-alive\n\n")), nil
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -194,32 +194,10 @@ func TestStreamGuardKeepsTheReserve(t *testing.T) {
 	})
 }
 
-// blockingBody is a stream that sends a keep-alive comment and then
-// nothing until it is closed.
-type blockingBody struct {
-	once    sync.Once
-	done    chan struct{}
-	started bool
-}
-
-func (b *blockingBody) Read(p []byte) (int, error) {
-	if !b.started {
-		b.started = true
-		return copy(p, ": keep-alive\n\n"), nil
-	}
-	<-b.done
-	return 0, io.ErrClosedPipe
-}
-
-func (b *blockingBody) Close() error {
-	b.once.Do(func() { close(b.done) })
-	return nil
-}
-
 // Bedrock's binary event stream is handed over untouched.
 func TestStreamGuardLeavesEventStreamAlone(t *testing.T) {
 	body := io.NopCloser(bytes.NewReader([]byte{0, 0, 0, 42, 0, 0, 0, 0}))
-	base := funcBase(func(r *http.Request) (*http.Response, error) {
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}, Body: body, Request: r}, nil
 	})
 	resp, err := mustNew(t, base, Policy{RetryStreams: true}).RoundTrip(streamRequest(t, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream", `{}`))
@@ -281,7 +259,7 @@ func TestStreamGuardOverLoopback(t *testing.T) {
 func TestStreamGuardAddsNoLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pr, pw := io.Pipe()
-		base := funcBase(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
 		go func() {
 			io.WriteString(pw, anthropicPreamble+"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n")
 			time.Sleep(10 * time.Second)

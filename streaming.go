@@ -22,11 +22,14 @@ import (
 //     body, after the prompt.
 //
 // The body is read through req.GetBody, never req.Body, by a small scanner
-// that keeps a few bytes of state whatever the body's size (an in-memory
-// body, such as a bytes.Reader, hands over its bytes without a copy); a
-// body that does not start as a JSON object is not read past its first
-// byte. Duplicate "stream" keys count as encoding/json counts them: the
-// last one wins.
+// that keeps a few bytes of state whatever the body's size. An in-memory
+// body (one with io.WriterTo, such as the bytes.Reader and strings.Reader
+// http.NewRequest keeps) hands over its bytes at once, without a copy; any
+// other body is read to its end. The scanner stops looking at the first
+// byte that shows the body is not a JSON object, or once the object ends,
+// but the read goes on: a 1 MiB body that is not JSON, from a GetBody that
+// returns a file or a pipe, is read in full. Duplicate "stream" keys count
+// as encoding/json counts them: the last one wins.
 //
 // It never consumes req.Body and is safe for concurrent use. The Transport
 // calls it only after a failed attempt, so successful requests never pay

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,48 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// silentThen is a base whose first `silent` attempts accept the request
-// and never answer (until their context ends); later attempts answer 200.
-// It records each attempt's start and whether its context was canceled.
-type silentThen struct {
-	silent int
-
-	mu       sync.Mutex
-	starts   []time.Time
-	canceled []bool
-}
-
-func (s *silentThen) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	s.mu.Lock()
-	i := len(s.starts)
-	s.starts = append(s.starts, time.Now())
-	s.canceled = append(s.canceled, false)
-	s.mu.Unlock()
-	if i < s.silent {
-		<-req.Context().Done()
-		s.mu.Lock()
-		s.canceled[i] = true
-		s.mu.Unlock()
-		return nil, req.Context().Err()
-	}
-	go func() {
-		<-req.Context().Done()
-		s.mu.Lock()
-		s.canceled[i] = true
-		s.mu.Unlock()
-	}()
-	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"answer":42}`)), Request: req}, nil
-}
-
-func (s *silentThen) attempts() (starts []time.Time, canceled []bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.starts...), append([]bool(nil), s.canceled...)
-}
 
 // A provider that accepts the connection and never answers costs one
 // AttemptTimeout, not the turn: the attempt is abandoned (its context
@@ -93,7 +50,7 @@ func TestAttemptTimeoutLeavesTheBodyAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pr, pw := io.Pipe()
 		var attemptCtx context.Context
-		base := funcBase(func(r *http.Request) (*http.Response, error) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			attemptCtx = r.Context()
 			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: pr, Request: r}, nil
 		})
@@ -139,13 +96,6 @@ func TestAttemptTimeoutIsEvidenceOfDown(t *testing.T) {
 	})
 }
 
-// sseResponse is a 200 text/event-stream response with body.
-func sseResponse(r *http.Request, body io.ReadCloser) *http.Response {
-	h := http.Header{}
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Body: body, Request: r}
-}
-
 // A committed stream that goes silent ends with an error from Body.Read
 // within StreamIdleTimeout, never a clean end; a stream that keeps coming
 // is read to its end.
@@ -154,7 +104,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 		t.Run(map[bool]string{false: "committed at once", true: "after the guard"}[retryStreams], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				pr, pw := io.Pipe()
-				base := funcBase(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
+				base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
 				go func() {
 					for i := 0; i < 5; i++ { // 4 s apart: under the bound
 						pw.Write([]byte("data: {\"delta\":\"x\"}\n\n"))
@@ -183,7 +133,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 	t.Run("a stream that keeps coming", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			pr, pw := io.Pipe()
-			base := funcBase(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
 			go func() {
 				for i := 0; i < 10; i++ {
 					time.Sleep(4 * time.Second)
@@ -201,25 +151,13 @@ func TestStreamIdleTimeout(t *testing.T) {
 	})
 	t.Run("not a stream", func(t *testing.T) {
 		body := io.NopCloser(strings.NewReader("{}"))
-		base := funcBase(func(r *http.Request) (*http.Response, error) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: body, Request: r}, nil
 		})
 		resp, err := post(t, mustNew(t, base, Policy{StreamIdleTimeout: time.Second}), context.Background())
 		require.NoError(t, err)
 		assert.True(t, resp.Body == body, "a JSON answer is handed over as it is")
 	})
-}
-
-// Validate refuses negative bounds.
-func TestValidateTimeouts(t *testing.T) {
-	for _, p := range []Policy{{AttemptTimeout: -1}, {FirstEventTimeout: -1}, {StreamIdleTimeout: -1}} {
-		err := p.Validate()
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "Timeout is negative")
-		_, err = New(nil, p)
-		assert.Error(t, err)
-	}
-	assert.NoError(t, Policy{AttemptTimeout: time.Second, FirstEventTimeout: time.Second, StreamIdleTimeout: time.Second}.Validate())
 }
 
 func TestHasMediaType(t *testing.T) {

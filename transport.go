@@ -1,25 +1,3 @@
-// Package llmretry keeps AI agents working through model-provider outages.
-//
-// A Transport is an http.RoundTripper that sends a failed model request
-// again after a wait, for as long as the request's deadline allows while
-// leaving a reserve, honouring the waits providers ask for. Put it under any
-// http.Client, including the ones vendor SDKs (openai-go, anthropic-sdk-go,
-// genai) accept:
-//
-//	rt, err := llmretry.New(nil, llmretry.Policy{
-//		Waits:   []time.Duration{15 * time.Second, 45 * time.Second, 2 * time.Minute},
-//		Reserve: time.Minute,
-//	})
-//	client := &http.Client{Transport: rt}
-//
-// When one client carries many concurrent calls to a provider,
-// NewCoordinated makes them share what they learn: during an outage one
-// call at a time probes the provider while the others are held, and all
-// go again within seconds of its recovery.
-//
-// A request that works the first time costs next to nothing: the retry
-// machinery (github.com/hashicorp/go-retryablehttp, with this package's own
-// CheckRetry and Backoff) is set up only after a first attempt fails.
 package llmretry
 
 import (
@@ -39,13 +17,19 @@ import (
 //
 // RoundTrip follows the http.RoundTripper contract: it never modifies the
 // caller's request, always closes its body (the first attempt sends it;
-// retries send fresh copies from req.GetBody, or from one in-memory copy
-// when GetBody is nil), and returns either a response or an error, never
-// both. What the caller sees is the last attempt's result: a response with
-// its body unread (even a final 429 or 5xx, whose record GaveUp returns),
-// or an *Exhausted error that says why the call stopped (its Reason) and
-// wraps the last attempt's error. Discarded responses are drained (up to
-// 4 KiB) and closed, so connections are reused.
+// retries send fresh copies from req.GetBody; when GetBody is nil, the
+// body is read once into memory and every attempt, the first included,
+// sends a copy of that), and returns either a response or an error, never
+// both. What the caller sees is the last attempt's result: a response
+// readable from its first byte (even a final 429 or 5xx, whose record
+// GaveUp returns), or an *Exhausted error that says why the call stopped
+// (its Reason) and wraps the last attempt's error. A request refused
+// before anything is sent (no URL, an invalid policy from WithPolicy, a
+// body that cannot be read) gets a plain error. A response that is not
+// returned is closed after a bounded read, so that its connection can be
+// reused: at most the first 8 KiB of an error reply (what the provider
+// says about retrying, then a drain of up to 4 KiB), or a stream's opening
+// read ahead (see Policy.RetryStreams).
 //
 // Only the outermost Transport retries: a request sent while another
 // llmretry call is already retrying (its context says so) passes straight

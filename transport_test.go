@@ -2,14 +2,14 @@ package llmretry
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
+	"runtime"
 	"strings"
-	"syscall"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,33 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-const testURL = "https://api.example.test/v1/chat/completions"
-
-// post sends a JSON POST through rt with ctx.
-func post(t *testing.T, rt http.RoundTripper, ctx context.Context) (*http.Response, error) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
-	require.NoError(t, err)
-	return rt.RoundTrip(req)
-}
-
-// mustNew builds a Transport or fails the test.
-func mustNew(t *testing.T, base http.RoundTripper, p Policy) *Transport {
-	t.Helper()
-	rt, err := New(base, p)
-	require.NoError(t, err)
-	return rt
-}
-
-// bodyOf reads and closes resp's body.
-func bodyOf(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	return string(b)
-}
 
 // The seed's first case: fails twice, then answers. Three attempts, the
 // failures carry RetryIn 10 ms and 30 ms, the answer none; only the answer
@@ -72,327 +45,6 @@ func TestSeedFailsTwiceThenAnswers(t *testing.T) {
 		assert.Equal(t, 200, rec.attempts[2].Response.StatusCode)
 		// every attempt carried the whole body
 		assert.Equal(t, []string{`{"model":"m"}`, `{"model":"m"}`, `{"model":"m"}`}, prov.bodies)
-	})
-}
-
-func TestRetryableStatusesAndErrors(t *testing.T) {
-	retried := []step{fail(408), fail(425), fail(429), fail(500), fail(502), fail(503), fail(504), fail(529), refused,
-		{err: &netOpError{syscall.ECONNRESET}}, {err: io.EOF}, {err: io.ErrUnexpectedEOF}, {err: timeoutError{}},
-		// A context's error from below while the caller's context is
-		// alive: a middleware's own timeout or cancellation.
-		{err: context.DeadlineExceeded}, {err: context.Canceled}}
-	for _, s := range retried {
-		t.Run(fmt.Sprintf("retried %d %v", s.status, s.err), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(s, ok)
-				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
-				require.NoError(t, err)
-				assert.Equal(t, 200, resp.StatusCode)
-				assert.Equal(t, 2, prov.attempts())
-			})
-		})
-	}
-	final := []step{fail(400), fail(401), fail(403), fail(404), fail(409), fail(422), fail(501),
-		{err: x509.UnknownAuthorityError{}},
-		{err: errors.New(`unsupported protocol scheme "ftp"`)}, {err: errors.New(`net/http: invalid header field name "\x00"`)},
-		{err: Permanent(errors.New("signer refused"))}}
-	for _, s := range final {
-		t.Run(fmt.Sprintf("final %d %v", s.status, s.err), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(s, ok)
-				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
-				assert.Equal(t, 1, prov.attempts())
-				if s.err != nil {
-					assert.Nil(t, resp)
-					require.Error(t, err)
-					assert.ErrorIs(t, err, s.err)
-					return
-				}
-				require.NoError(t, err)
-				assert.Equal(t, s.status, resp.StatusCode)
-				assert.Equal(t, fmt.Sprintf("error %d", s.status), bodyOf(t, resp))
-			})
-		})
-	}
-}
-
-// timeoutError is a network timeout that is not the context's.
-type timeoutError struct{}
-
-func (timeoutError) Error() string   { return "i/o timeout" }
-func (timeoutError) Timeout() bool   { return true }
-func (timeoutError) Temporary() bool { return true }
-
-func TestRetryableClassifier(t *testing.T) {
-	cases := []struct {
-		resp *http.Response
-		err  error
-		want bool
-	}{
-		{&http.Response{StatusCode: 429}, nil, true},
-		{&http.Response{StatusCode: 529}, nil, true},
-		{&http.Response{StatusCode: 501}, nil, false},
-		{&http.Response{StatusCode: 200}, nil, false},
-		{&http.Response{StatusCode: 404}, nil, false},
-		{nil, nil, false},
-		{nil, &url.Error{Op: "Post", URL: testURL, Err: &netOpError{syscall.ECONNREFUSED}}, true},
-		{nil, fmt.Errorf("wrapped: %w", context.Canceled), false},
-		{nil, x509.HostnameError{Certificate: &x509.Certificate{}, Host: "api.example.test"}, false},
-		{nil, Permanent(io.EOF), false},
-		{&http.Response{StatusCode: 503}, io.EOF, true}, // the error decides
-	}
-	for i, c := range cases {
-		assert.Equal(t, c.want, Retryable(c.resp, c.err), "case %d", i)
-	}
-}
-
-func TestWaitsWithoutDeadlineTheListIsTheBound(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(502))
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, 2 * time.Second}})
-		start := time.Now()
-		resp, err := post(t, rt, context.Background())
-		require.NoError(t, err)
-		assert.Equal(t, 502, resp.StatusCode)
-		assert.Equal(t, "error 502", bodyOf(t, resp), "the provider's own final response, body intact")
-		assert.Equal(t, 3, prov.attempts())
-		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second}, prov.gaps())
-		assert.Equal(t, 3*time.Second, time.Since(start))
-		assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"), "marked so SDKs above do not resend it")
-	})
-}
-
-func TestMaxRetriesCapsWaits(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(502))
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, time.Second, time.Second}, MaxRetries: 1})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
-		_, err := post(t, rt, ctx)
-		require.NoError(t, err)
-		assert.Equal(t, 2, prov.attempts())
-	})
-}
-
-// With a deadline the last wait repeats while, after the wait, the reserve
-// still fits before the deadline; then the failure is returned without
-// waiting.
-func TestWaitsWithDeadlineRepeatLastWaitAndKeepReserve(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503))
-		var rec recorder
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, Reserve: time.Minute, OnAttempt: rec.on})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		start := time.Now()
-		resp, err := post(t, rt, ctx)
-		require.NoError(t, err)
-		assert.Equal(t, 503, resp.StatusCode)
-		// attempts at 0, 5, 15, 25, 35, 45, 55: the next wait would end at
-		// 65 s, leaving 55 s < 60 s reserve.
-		assert.Equal(t, []time.Duration{5 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second}, prov.gaps())
-		assert.Equal(t, 55*time.Second, time.Since(start))
-		deadline, _ := ctx.Deadline()
-		assert.GreaterOrEqual(t, time.Until(deadline), time.Minute, "the reserve is left")
-		assert.Equal(t, time.Duration(0), rec.attempts[len(rec.attempts)-1].RetryIn)
-	})
-}
-
-func TestDeadlineTooCloseReturnsAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(502), ok)
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Minute})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		start := time.Now()
-		resp, err := post(t, rt, ctx)
-		require.NoError(t, err)
-		assert.Equal(t, 502, resp.StatusCode)
-		assert.Equal(t, 1, prov.attempts())
-		assert.Zero(t, time.Since(start), "no wait")
-	})
-}
-
-// Waits empty: retry k waits a random time in [0, min(MaxWait, 2^(k-1) s)],
-// at most MaxRetries times (6 by default).
-func TestExponentialFullJitterBounds(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		for _, p := range []Policy{{}, {MaxWait: 1500 * time.Millisecond, MaxRetries: 4}} {
-			seen := map[time.Duration]bool{}
-			for run := 0; run < 50; run++ {
-				prov := newProvider(fail(503))
-				var rec recorder
-				p.OnAttempt = rec.on
-				rt := mustNew(t, prov.mock, p)
-				start := time.Now()
-				_, err := post(t, rt, context.Background())
-				require.NoError(t, err)
-				want := p.MaxRetries
-				if want == 0 {
-					want = DefaultMaxRetries
-				}
-				require.Equal(t, want+1, prov.attempts())
-				maxWait := p.MaxWait
-				if maxWait == 0 {
-					maxWait = DefaultMaxWait
-				}
-				var total time.Duration
-				for k, g := range prov.gaps() {
-					ceiling := min(maxWait, time.Duration(1<<k)*time.Second)
-					assert.GreaterOrEqual(t, g, time.Duration(0))
-					assert.LessOrEqual(t, g, ceiling, "retry %d", k+1)
-					assert.Equal(t, g, rec.attempts[k].RetryIn, "the record says the real wait")
-					total += g
-					seen[g] = true
-				}
-				assert.Equal(t, total, time.Since(start))
-			}
-			assert.Greater(t, len(seen), 100, "waits are random")
-		}
-	})
-}
-
-func TestExponentialRespectsDeadlineAndReserve(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503))
-		rt := mustNew(t, prov.mock, Policy{MaxRetries: 1000, MaxWait: 10 * time.Second, Reserve: 30 * time.Second})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		_, err := post(t, rt, ctx)
-		require.NoError(t, err)
-		deadline, _ := ctx.Deadline()
-		assert.GreaterOrEqual(t, time.Until(deadline), 30*time.Second)
-		assert.Greater(t, prov.attempts(), 5)
-	})
-}
-
-func TestRetryAfterRaisesTheWait(t *testing.T) {
-	cases := []struct {
-		name string
-		kv   []string
-		want time.Duration
-	}{
-		{"seconds", []string{"Retry-After", "20"}, 20 * time.Second},
-		{"ms before seconds", []string{"Retry-After-Ms", "1500", "Retry-After", "20"}, 1500 * time.Millisecond},
-		{"shorter than the schedule", []string{"Retry-After", "0"}, 1 * time.Second},
-		{"malformed means the schedule", []string{"Retry-After", "soon"}, 1 * time.Second},
-		{"http date", []string{"Retry-After", "DATE+7"}, 7 * time.Second},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				for i := range c.kv {
-					if c.kv[i] == "DATE+7" {
-						c.kv[i] = time.Now().Add(7 * time.Second).UTC().Format(http.TimeFormat)
-					}
-				}
-				prov := newProvider(fail(429, c.kv...), ok)
-				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
-				require.NoError(t, err)
-				assert.Equal(t, 200, resp.StatusCode)
-				assert.Equal(t, []time.Duration{c.want}, prov.gaps())
-			})
-		})
-	}
-}
-
-func TestServerWaitTooLongEndsRetrying(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// above MaxRetryAfter
-		prov := newProvider(fail(429, "Retry-After", "86400"), ok)
-		resp, err := post(t, mustNew(t, prov.mock, Policy{}), context.Background())
-		require.NoError(t, err)
-		assert.Equal(t, 429, resp.StatusCode)
-		assert.Equal(t, "error 429", bodyOf(t, resp))
-		assert.Equal(t, 1, prov.attempts())
-		require.NotNil(t, GaveUp(resp))
-		assert.ErrorIs(t, GaveUp(resp).Reason, ErrWaitTooLong)
-
-		// within MaxRetryAfter but past the deadline and reserve
-		prov = newProvider(fail(503, "Retry-After", "120"), ok)
-		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-		defer cancel()
-		start := time.Now()
-		resp, err = post(t, mustNew(t, prov.mock, Policy{Reserve: time.Minute}), ctx)
-		require.NoError(t, err)
-		assert.Equal(t, 503, resp.StatusCode)
-		require.NotNil(t, GaveUp(resp))
-		assert.ErrorIs(t, GaveUp(resp).Reason, ErrNoTimeLeft)
-		assert.Equal(t, 1, prov.attempts())
-		assert.Zero(t, time.Since(start))
-	})
-}
-
-// A failed connection on the last attempt reaches the caller as an
-// *Exhausted error that says how many attempts were made and still
-// unwraps to the cause; never with a response.
-func TestLastErrorIsWrapped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(502), refused)
-		var rec recorder
-		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, time.Second}, OnAttempt: rec.on}), context.Background())
-		assert.Nil(t, resp)
-		require.Error(t, err)
-		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
-		var ex *Exhausted
-		require.ErrorAs(t, err, &ex)
-		assert.Equal(t, 3, ex.Attempts)
-		assert.Contains(t, err.Error(), "3 attempts")
-		assert.ErrorIs(t, err, ErrRetriesSpent)
-		assert.Contains(t, err.Error(), "retries spent")
-		require.Len(t, rec.attempts, 3)
-		assert.Nil(t, rec.attempts[1].Stop, "a retry followed")
-		assert.ErrorIs(t, rec.attempts[2].Stop, ErrRetriesSpent)
-		assert.Nil(t, rec.attempts[2].Response)
-		assert.ErrorIs(t, rec.attempts[2].Err, syscall.ECONNREFUSED)
-	})
-}
-
-func TestValidate(t *testing.T) {
-	cases := []struct {
-		p     Policy
-		field string
-	}{
-		{Policy{Waits: []time.Duration{time.Second, -1}}, "Waits[1]"},
-		{Policy{Reserve: -time.Second}, "Reserve"},
-		{Policy{MaxRetries: -1}, "MaxRetries"},
-		{Policy{MaxWait: -1}, "MaxWait"},
-		{Policy{MaxRetryAfter: -1}, "MaxRetryAfter"},
-	}
-	for _, c := range cases {
-		err := c.p.Validate()
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "Policy."+c.field)
-		rt, err := New(nil, c.p)
-		assert.Nil(t, rt)
-		assert.ErrorContains(t, err, c.field)
-	}
-	assert.NoError(t, Policy{}.Validate())
-	assert.NoError(t, Policy{Waits: []time.Duration{0, time.Second}, MaxRetries: 3}.Validate())
-}
-
-// A policy from WithPolicy replaces the Transport's for that request; an
-// invalid one is refused before anything is sent.
-func TestWithPolicy(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(502))
-		var rec recorder
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}})
-		ctx := WithPolicy(context.Background(), Policy{Waits: []time.Duration{time.Minute, time.Minute}, OnAttempt: rec.on})
-		_, err := post(t, rt, ctx)
-		require.NoError(t, err)
-		assert.Equal(t, []time.Duration{time.Minute, time.Minute}, prov.gaps())
-		assert.Len(t, rec.attempts, 3)
-
-		prov = newProvider(ok)
-		body := &countingBody{Reader: strings.NewReader("x")}
-		req, err := http.NewRequestWithContext(WithPolicy(context.Background(), Policy{MaxWait: -time.Second}), http.MethodPost, testURL, body)
-		require.NoError(t, err)
-		resp, err := mustNew(t, prov.mock, Policy{}).RoundTrip(req)
-		assert.Nil(t, resp)
-		assert.ErrorContains(t, err, "Policy.MaxWait")
-		assert.Zero(t, prov.attempts(), "nothing sent")
-		assert.Equal(t, 1, body.closes(), "the body is closed all the same")
 	})
 }
 
@@ -442,48 +94,6 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	})
 }
 
-// idleCounter counts CloseIdleConnections calls.
-type idleCounter struct {
-	http.RoundTripper
-	calls int
-}
-
-func (c *idleCounter) CloseIdleConnections() { c.calls++ }
-
-// go-retryablehttp calls CloseIdleConnections on failures; that must not
-// reach a shared base transport. The Transport's own method forwards.
-func TestFailuresDoNotCloseIdleConnections(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), refused, fail(400))
-		base := &idleCounter{RoundTripper: prov.mock}
-		rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second}})
-		_, err := post(t, rt, context.Background())
-		require.NoError(t, err)
-		assert.Equal(t, 3, prov.attempts())
-		assert.Zero(t, base.calls)
-		rt.CloseIdleConnections()
-		assert.Equal(t, 1, base.calls)
-	})
-}
-
-func TestCancelDuringWait(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), ok)
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{4 * time.Minute}})
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			time.Sleep(time.Minute)
-			cancel()
-		}()
-		start := time.Now()
-		resp, err := post(t, rt, ctx)
-		assert.Nil(t, resp)
-		assert.ErrorIs(t, err, context.Canceled)
-		assert.Equal(t, time.Minute, time.Since(start))
-		assert.Equal(t, 1, prov.attempts(), "no attempt after the cancel")
-	})
-}
-
 func TestZeroTransportAndNilBase(t *testing.T) {
 	var zero Transport
 	assert.Equal(t, http.DefaultTransport, zero.baseRT())
@@ -514,4 +124,58 @@ func TestNeverResponseAndError(t *testing.T) {
 		assert.Nil(t, resp)
 		assert.Error(t, err)
 	}
+}
+
+// 1,000 requests at once through one Transport, each failing once and
+// retried: all complete with their own answer, and the Transport adds no
+// goroutine per request (the peak stays at the callers' own goroutines
+// plus a small constant).
+func TestThousandConcurrentRetriedRequests(t *testing.T) {
+	const n = 1000
+	base := &failOnceBase{}
+	var recorded atomic.Int64
+	rt := mustNew(t, base, Policy{
+		Waits:     []time.Duration{time.Millisecond},
+		OnAttempt: func(Attempt) { recorded.Add(1) },
+	})
+	before := runtime.NumGoroutine()
+
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			id := fmt.Sprint(i)
+			req, err := http.NewRequest(http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+			if err != nil {
+				errs <- err
+				return
+			}
+			req.Header.Set("X-Req-ID", id)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || string(b) != id {
+				errs <- fmt.Errorf("request %s: %d %q %v", id, resp.StatusCode, b, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.NoError(t, err)
+	}
+	assert.Equal(t, int64(2*n), base.attempts.Load(), "each request: one failure, one answer")
+	assert.Equal(t, int64(2*n), recorded.Load(), "each attempt recorded once")
+	peak := base.peak.Load()
+	t.Logf("goroutines: %d before, peak %d with %d requests in flight", before, peak, n)
+	assert.LessOrEqual(t, peak, int64(before+n+16), "no goroutine per request beyond the caller's own")
 }

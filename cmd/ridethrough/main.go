@@ -131,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg := config{waits: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}}
 	fs := flag.NewFlagSet("ridethrough", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Var((*waitsFlag)(&cfg.waits), "waits", "the retry `schedule`, comma-separated; the last wait repeats under the deadline")
+	fs.Var((*waitsFlag)(&cfg.waits), "waits", "the retry `schedule`, comma-separated; under the deadline the last wait repeats, unless it is zero")
 	fs.DurationVar(&cfg.reserve, "reserve", time.Second, "time that must remain before the deadline after a wait (> 0)")
 	fs.DurationVar(&cfg.deadline, "deadline", 10*time.Second, "the turn's deadline, counted from the start of the call (> 0)")
 	fs.DurationVar(&cfg.down, "down", 4*time.Second, "how long the provider is down, from the start (>= 0)")

@@ -1,0 +1,277 @@
+package llmretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A failed connection on the last attempt reaches the caller as an
+// *Exhausted error that says how many attempts were made and still
+// unwraps to the cause; never with a response.
+func TestLastErrorIsWrapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(502), refused)
+		var rec recorder
+		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, time.Second}, OnAttempt: rec.on}), context.Background())
+		assert.Nil(t, resp)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+		var ex *Exhausted
+		require.ErrorAs(t, err, &ex)
+		assert.Equal(t, 3, ex.Attempts)
+		assert.Contains(t, err.Error(), "3 attempts")
+		assert.ErrorIs(t, err, ErrRetriesSpent)
+		assert.Contains(t, err.Error(), "retries spent")
+		require.Len(t, rec.attempts, 3)
+		assert.Nil(t, rec.attempts[1].Stop, "a retry followed")
+		assert.ErrorIs(t, rec.attempts[2].Stop, ErrRetriesSpent)
+		assert.Nil(t, rec.attempts[2].Response)
+		assert.ErrorIs(t, rec.attempts[2].Err, syscall.ECONNREFUSED)
+	})
+}
+
+func TestCancelDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := newProvider(fail(503), ok)
+		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{4 * time.Minute}})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			time.Sleep(time.Minute)
+			cancel()
+		}()
+		start := time.Now()
+		resp, err := post(t, rt, ctx)
+		assert.Nil(t, resp)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, time.Minute, time.Since(start))
+		assert.Equal(t, 1, prov.attempts(), "no attempt after the cancel")
+	})
+}
+
+// Cancelling the request's context during a 4-minute wait returns at once
+// (real clock), with the context's error, and sends nothing more.
+func TestCancelDuringLongWaitReturnsPromptly(t *testing.T) {
+	base := &failOnceBase{}
+	waiting := make(chan struct{})
+	rt := mustNew(t, base, Policy{
+		Waits: []time.Duration{4 * time.Minute},
+		OnAttempt: func(a Attempt) {
+			if a.RetryIn == 4*time.Minute {
+				close(waiting)
+			}
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		resp *http.Response
+		err  error
+		at   time.Time
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+	require.NoError(t, err)
+	done := make(chan result, 1)
+	go func() {
+		resp, err := rt.RoundTrip(req)
+		done <- result{resp, err, time.Now()}
+	}()
+	<-waiting // the first attempt failed; the 4-minute wait is starting
+	waitBlockedIn(t, "go-retryablehttp.(*Client).Do")
+	cancelled := time.Now()
+	cancel()
+	r := <-done
+	took := r.at.Sub(cancelled)
+	bound := timeBound(10*time.Millisecond, 500*time.Millisecond)
+	t.Logf("returned %v after the cancel", took)
+	assert.Less(t, took, bound, "returned within %v of the cancel", bound)
+	assert.Nil(t, r.resp)
+	require.ErrorIs(t, r.err, context.Canceled)
+	var ex *Exhausted
+	require.ErrorAs(t, r.err, &ex)
+	assert.Equal(t, 1, ex.Attempts)
+	assert.Equal(t, int64(1), base.attempts.Load(), "no attempt after the cancel")
+}
+
+// waitBlockedIn returns once a goroutine is blocked in a select in the
+// function named frame (a fragment of its name in a stack trace): then a
+// timed wait there has really begun. It fails the test after 10 s.
+func waitBlockedIn(t *testing.T, frame string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for give := time.Now().Add(10 * time.Second); time.Now().Before(give); runtime.Gosched() {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, " [select") && strings.Contains(g, frame) {
+				return
+			}
+		}
+	}
+	t.Fatalf("no goroutine blocked in %s", frame)
+}
+
+// chaosSend sends request id through a fresh Transport over base, with its
+// own record.
+func chaosSend(t *testing.T, base http.RoundTripper, url, id string) (*recorder, *http.Response, error) {
+	t.Helper()
+	rec := &recorder{}
+	rt := mustNew(t, base, Policy{Waits: chaosWaits, OnAttempt: rec.on})
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(chaosReqHeader, id)
+	resp, err := rt.RoundTrip(req)
+	return rec, resp, err
+}
+
+// checkChaosOutcome checks one request against what the provider did to
+// it: every attempt but the last met a retryable fault, the last met a
+// final one or was the last the schedule allows, and the caller got
+// exactly the last attempt's result, with a body that reads as the provider
+// sent it.
+func checkChaosOutcome(t *testing.T, faults []fault, rec *recorder, resp *http.Response, err error) {
+	t.Helper()
+	maxAttempts := len(chaosWaits) + 1
+	require.NotEmpty(t, faults, "the provider saw the request")
+	require.LessOrEqual(t, len(faults), maxAttempts)
+	for i, f := range faults[:len(faults)-1] {
+		assert.True(t, f.retryable(), "attempt %d met %v and was retried", i+1, f)
+	}
+	last := faults[len(faults)-1]
+	if len(faults) < maxAttempts {
+		assert.False(t, last.retryable(), "the last attempt met %v: retries remained, so it was final", last)
+	}
+	require.Equal(t, len(faults), rec.count(), "one record per attempt the provider saw")
+	assertFinalIsLastAttempt(t, rec, resp, err)
+
+	switch last {
+	case faultOK:
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, chaosOKBody, bodyOf(t, resp), "the whole answer")
+	case faultTruncated, fault503Truncated:
+		// The headers arrived: a response, not an error. The truncation
+		// shows when the caller reads, as with a bare http.Transport.
+		require.NoError(t, err)
+		want := http.StatusOK
+		if last == fault503Truncated {
+			want = http.StatusServiceUnavailable
+		}
+		assert.Equal(t, want, resp.StatusCode)
+		got, rerr := io.ReadAll(resp.Body)
+		assert.ErrorIs(t, rerr, io.ErrUnexpectedEOF)
+		assert.Equal(t, chaosOKBody[:len(chaosOKBody)/2], string(got), "every byte sent, from the first")
+		assert.NoError(t, resp.Body.Close())
+	case fault503:
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"), "retries spent: SDKs above must not resend")
+		assert.Equal(t, chaos503Body, bodyOf(t, resp))
+	case fault400:
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		assert.Empty(t, resp.Header.Get("X-Should-Retry"), "a final status is returned as the provider sent it")
+		assert.Equal(t, chaos400Body, bodyOf(t, resp))
+	case faultReset, faultPartialHeaders, faultStall:
+		assert.Nil(t, resp)
+		var ex *Exhausted
+		require.ErrorAs(t, err, &ex)
+		assert.Equal(t, len(faults), ex.Attempts)
+		switch last {
+		case faultReset:
+			assert.True(t, errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF),
+				"a reset connection: %v", err)
+		case faultPartialHeaders:
+			assert.True(t, errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF), "cut headers: %v", err)
+		case faultStall:
+			assert.ErrorContains(t, err, "timeout awaiting response headers")
+		}
+	}
+}
+
+// Each fault alone, and in the sequences that matter.
+func TestChaosFaults(t *testing.T) {
+	cases := []struct {
+		name   string
+		script []fault
+	}{
+		{"reset then answer", []fault{faultReset, faultOK}},
+		{"partial headers then answer", []fault{faultPartialHeaders, faultOK}},
+		{"stall then answer", []fault{faultStall, faultOK}},
+		{"503 three times then answer", []fault{fault503, fault503, fault503, faultOK}},
+		{"503 truncated then answer", []fault{fault503Truncated, faultOK}},
+		{"503 until retries are spent", []fault{fault503}},
+		{"503 truncated until retries are spent", []fault{fault503Truncated}},
+		{"reset until retries are spent", []fault{faultReset}},
+		{"partial headers until retries are spent", []fault{faultPartialHeaders}},
+		{"stall until retries are spent", []fault{faultStall}},
+		{"truncated answer is returned", []fault{faultTruncated, faultOK}},
+		{"reset then truncated answer", []fault{faultReset, faultTruncated, faultOK}},
+		{"400 is returned", []fault{fault400, faultOK}},
+		{"mixed then 400", []fault{fault503, faultReset, fault400, faultOK}},
+		{"every retryable fault then answer", []fault{faultPartialHeaders, faultStall, faultReset, faultOK}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			plan := script(c.script...)
+			prov := newChaosProvider(t, plan)
+			rec, resp, err := chaosSend(t, chaosBase(t), prov.srv.URL, "r")
+			checkChaosOutcome(t, prov.faultsOf("r"), rec, resp, err)
+			want := 0 // attempts: up to the first final fault, within the schedule
+			for want < len(chaosWaits)+1 {
+				want++
+				if !plan(want - 1).retryable() {
+					break
+				}
+			}
+			assert.Len(t, prov.faultsOf("r"), want, "attempts")
+		})
+	}
+}
+
+// The provider flips between every fault at random (seeded, so a failure
+// can be replayed), over connections that the shared base pools and
+// reuses: each request must still end as its attempts say.
+func TestChaosRandomFaults(t *testing.T) {
+	// Weights: stalls are rare because each costs a header timeout.
+	weighted := []fault{
+		faultOK, faultOK, faultOK, faultOK,
+		fault503, fault503, fault503, fault503Truncated,
+		faultReset, faultReset, faultPartialHeaders, faultPartialHeaders,
+		faultTruncated, fault400, faultStall,
+	}
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0x11a7e7))
+			prov := newChaosProvider(t, func(int) fault { return weighted[rng.IntN(len(weighted))] })
+			base := chaosBase(t)
+			seen := map[fault]int{}
+			for i := range 25 {
+				id := strconv.Itoa(i)
+				rec, resp, err := chaosSend(t, base, prov.srv.URL, id)
+				faults := prov.faultsOf(id)
+				for _, f := range faults {
+					seen[f]++
+				}
+				checkChaosOutcome(t, faults, rec, resp, err)
+				if t.Failed() {
+					t.Fatalf("request %s (seed %d) met %v", id, seed, faults)
+				}
+			}
+			assert.Greater(t, len(seen), 4, "the seed exercised several faults: %v", seen)
+		})
+	}
+}
