@@ -176,7 +176,12 @@ func (s *Store) Load(ctx context.Context, key string, now time.Time) (llmretry.F
 	return f, err
 }
 
-// Report applies one attempt's evidence to key (see llmretry.Store).
+// Report applies one attempt's evidence to key (see llmretry.Store),
+// r.Owner's tally included: its count is bounded by maxCount (2^20), its
+// Seq compared as a whole uint64. An Owner longer than 128 bytes is an
+// error, before any Redis call: no process of a fleet names itself so
+// (llmretry's are 16 hex digits), and Redis would read its tally as
+// malformed.
 func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmretry.Facts, error) {
 	ev := ""
 	switch r.Evidence {
@@ -243,9 +248,10 @@ func (s *Store) TakeRetry(ctx context.Context, key string, l llmretry.Lease, lim
 
 // TakeSend asks for the next send of a paced key, or for one of the send
 // leases of a key whose calls in flight are limited to limit (0: not
-// limited); it returns the instant the send may go, and whether it was
-// granted (see llmretry.Store). The slot is reckoned in microseconds. A
-// grant is not announced; the end of a send lease (Release) is.
+// limited), which counts the live send leases and tallies; it returns the
+// instant the send may go, and whether it was granted (see
+// llmretry.Store). The slot is reckoned in microseconds. A grant is not
+// announced; the end of a send lease (Release) is.
 func (s *Store) TakeSend(ctx context.Context, key string, l llmretry.Lease, limit int) (llmretry.Facts, time.Time, bool, error) {
 	s.lifetime(l.Until.Sub(l.At))
 	f, ok, slot, err := s.run(ctx, "take send", takeSendScript, key, us(l.At), l.Holder, us(l.Until), max(limit, 0), key, s.channel())
