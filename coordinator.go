@@ -107,6 +107,7 @@ type keyState struct {
 	leased  atomic.Int32 // of those, the ones holding a send lease
 	cost    atomic.Int64 // tokens one request is known to take (0: unknown)
 	tallied atomic.Int64 // the count of unleased attempts last told to the store
+	tmu     sync.Mutex   // orders the counts told to the store (tallyInto)
 	woken   atomic.Int64 // held calls woken, ever: what a change costs
 
 	mu      sync.Mutex // guards waiters and cand
@@ -492,8 +493,13 @@ func (co *coordinator) growStep() time.Duration {
 // tallyInto fills r with this process's tally of k at now: its attempts
 // in flight without a send lease, as its next count.
 func (co *coordinator) tallyInto(k *keyState, r *Report, now time.Time) {
+	// The count and its number are taken together, so that a later count
+	// never carries an earlier number (a count read low a moment ago, sent
+	// after a higher one, would read as a rise).
+	k.tmu.Lock()
 	n := k.unleased()
 	r.Owner, r.Unleased, r.Seq = co.owner, n, co.seq.Add(1)
+	k.tmu.Unlock()
 	r.TallyUntil = now.Add(capLifeMul * co.cfg.ProbeInterval)
 	k.tallied.Store(int64(n))
 }
