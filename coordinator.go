@@ -511,7 +511,14 @@ func (co *coordinator) tallyInto(k *keyState, r *Report, now time.Time) {
 // lease: a store call per such attempt, at most.
 func (co *coordinator) tally(ctx context.Context, k *keyState, now time.Time) {
 	n := int64(k.unleased())
-	if told := k.tallied.Load(); n == told || told == 0 && !k.facts(now).Capped(now) {
+	told := k.tallied.Load()
+	switch {
+	case told == 0 && (n == 0 || !k.facts(now).Capped(now)):
+		return
+	case told > 0 && n >= told:
+		// Only a fall is told after the first count: a count read high
+		// for a moment must not read as more calls in flight (which
+		// raises the limit).
 		return
 	}
 	var r Report

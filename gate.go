@@ -65,12 +65,12 @@ func (cc *coordCall) leave() {
 	if cc.counted {
 		// Its base panicked: the attempt is over all the same.
 		cc.counted = false
-		cc.k.sending.leave(cc.sending)
-	}
-	if cc.probe != "" || cc.retry != "" || cc.send != "" {
 		if cc.send != "" {
 			cc.k.leased.Add(-1)
 		}
+		cc.k.sending.leave(cc.sending)
+	}
+	if cc.probe != "" || cc.retry != "" || cc.send != "" {
 		now := time.Now()
 		for _, h := range [...]string{cc.probe, cc.retry, cc.send} {
 			if h != "" {
@@ -116,8 +116,17 @@ func (cc *coordCall) answered(ctx context.Context, resp *http.Response) {
 }
 
 // begin counts an attempt about to be sent on the key.
+//
+// An attempt under a send lease is counted as leased only after it is
+// counted as sending, and no longer as leased before it stops sending, so
+// that the count of attempts without a lease (sending − leased) never
+// reads low: a low count told to the store would let one call too many
+// go.
 func (cc *coordCall) begin() {
 	cc.sending, _ = cc.k.sending.enter()
+	if cc.send != "" {
+		cc.k.leased.Add(1)
+	}
 	cc.sentAt, cc.counted = time.Now(), true
 }
 
@@ -132,9 +141,12 @@ func (cc *coordCall) end(ctx context.Context, resp *http.Response) {
 		cc.send, cc.counted, cc.leased = "", false, true
 		return
 	}
+	cc.leased = cc.send != ""
+	if cc.leased {
+		cc.k.leased.Add(-1)
+	}
 	cc.k.sending.leave(cc.sending)
 	cc.counted = false
-	cc.leased = cc.send != ""
 	if !cc.leased {
 		if !cc.k.quiet() {
 			// An attempt sent without a lease ended: the store's count of
@@ -151,8 +163,8 @@ func (cc *coordCall) end(ctx context.Context, resp *http.Response) {
 
 // release ends the send lease holder held on k, and lets a call waiting
 // for room go.
+// The caller has counted the attempt as no longer leased.
 func (co *coordinator) release(ctx context.Context, k *keyState, holder string) {
-	k.leased.Add(-1)
 	now := time.Now()
 	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
 		f, err := s.Release(ctx, k.name, holder, now)
@@ -192,6 +204,7 @@ func (b *leasedBody) Close() error {
 // finish ends the lease, once.
 func (b *leasedBody) finish() {
 	if b.done.CompareAndSwap(false, true) {
+		b.k.leased.Add(-1)
 		b.k.sending.leave(b.stripe)
 		b.co.release(b.ctx, b.k, b.holder)
 	}
@@ -271,8 +284,8 @@ func (k *keyState) candidate(w *waiter, g gate) bool {
 }
 
 // unleased returns how many of this process's attempts on the key are in
-// flight without a send lease. (A lease is taken just before its attempt
-// is counted, and ended just after: the difference may read -1 between.)
+// flight without a send lease. It may read one high for a moment (see
+// begin), never low.
 func (k *keyState) unleased() int {
 	return max(0, int(k.sending.load()-k.leased.Load()))
 }
@@ -566,8 +579,7 @@ func (cc *coordCall) takeSend(ctx context.Context, f Facts, now, latest time.Tim
 	switch {
 	case granted:
 		if limit > 0 {
-			cc.send = holder
-			k.leased.Add(1)
+			cc.send = holder // counted as leased when its attempt begins
 		}
 		at := later(slot, cc.notBefore)
 		if at.After(now) {

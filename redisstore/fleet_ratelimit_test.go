@@ -86,8 +86,11 @@ var rateScenarios = []struct {
 // command counts are its own). A process whose Redis calls overrun their
 // Timeout goes on alone for a while: counted in the figures, not failed.
 func TestFleetRateLimit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs in real time, about 100 s")
+	if testing.Short() || os.Getenv("LLMRETRY_FLEET_RATELIMIT") == "" {
+		// About 100 s of real time, which CI cannot spare within its
+		// 20 minutes; with the targets off it asserts only that every call
+		// answers. LLMRETRY_FLEET_RATELIMIT=1 runs it.
+		t.Skip("runs in real time, about 100 s: set LLMRETRY_FLEET_RATELIMIT=1 to run it")
 	}
 	for i, sc := range rateScenarios {
 		t.Run(sc.id, func(t *testing.T) {
