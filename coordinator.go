@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmretry/llmretry/store"
 )
 
 // coordinator is the coordination layer of a Transport made by
@@ -28,7 +30,7 @@ type coordinator struct {
 	owner string        // this coordinator's part of lease holders' names
 	seq   atomic.Uint64 // the rest of them
 
-	shared   Store        // cfg.Store, or the in-process store
+	shared   store.Store  // cfg.Store, or the in-process store
 	local    *memStore    // the fallback while shared fails; nil if shared is in-process
 	fallback atomic.Int64 // until when (Unix ns) the fallback is used for every key
 	maxWait  atomic.Int64 // the longest server wait its calls' policies honour (ns)
@@ -43,7 +45,7 @@ type coordinator struct {
 	// facts are live (at most maxUnknown of them), so that its first call
 	// to such a key knows what the fleet knows without a store call.
 	umu     sync.Mutex
-	unknown map[string]Facts
+	unknown map[string]store.Facts
 }
 
 // maxUnknown bounds the notices kept for keys this process does not use.
@@ -117,13 +119,13 @@ type keyState struct {
 
 // view is the facts of a key as this process last learnt them.
 type view struct {
-	Facts
+	store.Facts
 	at   time.Time // when they were learnt
 	busy bool      // a fact was live then
 }
 
 // live reports whether any of f's facts is live at now.
-func live(f Facts, now time.Time) bool {
+func live(f store.Facts, now time.Time) bool {
 	return f.Down(now) || f.Probing(now) || f.Waiting(now) || f.Retries > 0 ||
 		f.Paced(now) || f.Capped(now) || f.InFlight > 0
 }
@@ -132,14 +134,14 @@ func live(f Facts, now time.Time) bool {
 // zero Facts when it knows of none still live. A view whose facts have all
 // lapsed is marked quiet, so that the key's next call takes the success
 // path again.
-func (k *keyState) facts(now time.Time) Facts {
+func (k *keyState) facts(now time.Time) store.Facts {
 	v := k.view.Load()
 	if v == nil || !v.busy {
-		return Facts{}
+		return store.Facts{}
 	}
 	if !live(v.Facts, now) {
 		k.view.CompareAndSwap(v, &view{Facts: v.Facts, at: v.at})
-		return Facts{}
+		return store.Facts{}
 	}
 	return v.Facts
 }
@@ -152,12 +154,12 @@ func (k *keyState) quiet() bool {
 }
 
 // learn takes f as the key's facts if they are newer than the view (or
-// the view is older than versionHold, when its store may have started the
-// key's versions again), and reports whether the view changed.
-func (k *keyState) learn(f Facts, now time.Time) bool {
+// the view is older than store.VersionHold, when its store may have
+// started the key's versions again), and reports whether the view changed.
+func (k *keyState) learn(f store.Facts, now time.Time) bool {
 	for {
 		old := k.view.Load()
-		if old != nil && (f == old.Facts || f.Version <= old.Version && now.Sub(old.at) < versionHold) {
+		if old != nil && (f == old.Facts || f.Version <= old.Version && now.Sub(old.at) < store.VersionHold) {
 			return false
 		}
 		if k.view.CompareAndSwap(old, &view{Facts: f, at: now, busy: live(f, now)}) {
@@ -219,7 +221,7 @@ func (co *coordinator) maybeSweep(now time.Time) {
 
 // sweep is maybeSweep's work, done now; the in-process stores sweep too.
 func (co *coordinator) sweep(now time.Time) {
-	for _, s := range [...]Store{co.shared, co.local} {
+	for _, s := range [...]store.Store{co.shared, co.local} {
 		if ms, ok := s.(*memStore); ok && ms != nil {
 			ms.sweep(now)
 		}
@@ -255,7 +257,7 @@ func (co *coordinator) sweep(now time.Time) {
 }
 
 // notice is the store's Watch callback: a key's facts changed.
-func (co *coordinator) notice(name string, f Facts) {
+func (co *coordinator) notice(name string, f store.Facts) {
 	if name == "" {
 		co.resync()
 		return
@@ -275,7 +277,7 @@ func (co *coordinator) notice(name string, f Facts) {
 	co.umu.Lock()
 	defer co.umu.Unlock()
 	if co.unknown == nil {
-		co.unknown = map[string]Facts{}
+		co.unknown = map[string]store.Facts{}
 	}
 	if old, ok := co.unknown[name]; ok && old.Version >= f.Version {
 		return
@@ -292,7 +294,7 @@ func (co *coordinator) notice(name string, f Facts) {
 
 // noticed returns, and forgets, the live facts a notice told of the key
 // name before this process used it.
-func (co *coordinator) noticed(name string, now time.Time) (Facts, bool) {
+func (co *coordinator) noticed(name string, now time.Time) (store.Facts, bool) {
 	co.umu.Lock()
 	defer co.umu.Unlock()
 	f, ok := co.unknown[name]
@@ -303,7 +305,7 @@ func (co *coordinator) noticed(name string, now time.Time) (Facts, bool) {
 // learnt takes f as k's facts and wakes the calls held on k that the
 // change concerns: all of them when the key is free, else the one that
 // probes next.
-func (co *coordinator) learnt(k *keyState, f Facts, now time.Time) {
+func (co *coordinator) learnt(k *keyState, f store.Facts, now time.Time) {
 	was := k.view.Load()
 	if !k.learn(f, now) {
 		return
@@ -337,7 +339,7 @@ func (co *coordinator) learnt(k *keyState, f Facts, now time.Time) {
 
 // store returns the store to use for k at now: the shared one, or the
 // fallback while the shared one fails for k or for every key.
-func (co *coordinator) store(k *keyState, now time.Time) Store {
+func (co *coordinator) store(k *keyState, now time.Time) store.Store {
 	if co.local != nil && (now.UnixNano() < co.fallback.Load() || now.UnixNano() < k.fallback.Load()) {
 		return co.local
 	}
@@ -351,13 +353,13 @@ func (co *coordinator) store(k *keyState, now time.Time) Store {
 // values but never its cancellation: a lease must be released even after
 // the caller gave up. It reports what op did; on the fallback, op always
 // succeeds.
-func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op func(context.Context, Store) (Facts, bool, error)) bool {
+func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op func(context.Context, store.Store) (store.Facts, bool, error)) bool {
 	ctx = context.WithoutCancel(ctx)
 	s := co.store(k, now)
 	f, ok, err := op(ctx, s)
 	if err != nil && s != co.local && co.local != nil {
 		until := now.Add(co.cfg.ProbeInterval).UnixNano()
-		if errors.Is(err, ErrStoreUnreachable) {
+		if errors.Is(err, store.ErrUnreachable) {
 			co.fallback.Store(until)
 		} else {
 			k.fallback.Store(until)
@@ -406,7 +408,7 @@ func (co *coordinator) refresh(ctx context.Context, k *keyState) {
 	if now.UnixNano()-last < int64(co.cfg.ProbeInterval) || co.store(k, now) != co.shared || !k.read.CompareAndSwap(last, now.UnixNano()) {
 		return // read lately, or in-process for now: read when the store is back
 	}
-	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+	co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 		f, err := s.Load(ctx, k.name, now)
 		return f, true, err
 	})
@@ -430,7 +432,7 @@ func (co *coordinator) honours(d time.Duration) {
 // no process of the fleet wrote (a forged notice, a rewritten record)
 // then holds calls no longer than the fleet's own facts could; what is
 // read again once it is gone leaves no trace.
-func (co *coordinator) clamp(f Facts, now time.Time) Facts {
+func (co *coordinator) clamp(f store.Facts, now time.Time) store.Facts {
 	iv := co.cfg.ProbeInterval
 	if lim := now.Add(iv); f.ProbeUntil.After(lim) {
 		f.ProbeUntil = lim
@@ -492,7 +494,7 @@ func (co *coordinator) growStep() time.Duration {
 
 // tallyInto fills r with this process's tally of k at now: its attempts
 // in flight without a send lease, as its next count.
-func (co *coordinator) tallyInto(k *keyState, r *Report, now time.Time) {
+func (co *coordinator) tallyInto(k *keyState, r *store.Report, now time.Time) {
 	// The count and its number are taken together, so that a later count
 	// never carries an earlier number (a count read low a moment ago, sent
 	// after a higher one, would read as a rise).
@@ -521,10 +523,10 @@ func (co *coordinator) tally(ctx context.Context, k *keyState, now time.Time) {
 		// raises the limit).
 		return
 	}
-	var r Report
+	var r store.Report
 	r.At = now
 	co.tallyInto(k, &r, now)
-	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+	co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 		f, err := s.Report(ctx, k.name, r)
 		return f, true, err
 	})
@@ -532,7 +534,7 @@ func (co *coordinator) tally(ctx context.Context, k *keyState, now time.Time) {
 
 // nextGrowth returns when the key's limit on calls in flight grows next
 // (the zero time if it does not).
-func nextGrowth(f Facts, now time.Time) time.Time {
+func nextGrowth(f store.Facts, now time.Time) time.Time {
 	if f.Grow <= 0 || now.Before(f.CutAt) {
 		return time.Time{}
 	}
