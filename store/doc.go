@@ -75,7 +75,10 @@
 // an in-process store of its own, from its last view of the key, for one
 // probe interval, for that key alone, or for every key if the error wraps
 // ErrUnreachable (the store as a whole does not answer), and then tries
-// the store again. Methods should bound their own time (a shared store's
+// the store again. At the key's first success there, the process ends the
+// store's leases that ended meanwhile (Release, late) and, if the key is
+// limited or it had told one, tells its count of calls in flight without
+// a send lease again. Methods should bound their own time (a shared store's
 // calls need short timeouts) and honour their context. A process trusts
 // what a store tells it no further than it would have written it: a lease
 // or a next probe too far ahead, a down state past its lapse rule, a wait
