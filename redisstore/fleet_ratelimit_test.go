@@ -63,6 +63,12 @@ const (
 	// rateBound is when a scenario gives up on its processes (kills them)
 	// and fails: ideal pacing answers the last call of the bucket by 94 s.
 	rateBound = 5 * time.Minute
+	// rateRedisTimeout bounds each process's Redis calls (Options.Timeout):
+	// on a loaded 2-core machine under -race the first crowd's scripts
+	// overran the default 250 ms in about half the runs, and each such
+	// process coordinates alone for a probe interval (see docs/redis.md),
+	// which is Redis failing, not what these runs measure.
+	rateRedisTimeout = 2 * time.Second
 )
 
 // hostWaits is the seed's host policy's schedule (its Reserve: 60 s).
@@ -103,7 +109,7 @@ func TestFleetRateLimit(t *testing.T) {
 			for p := range cfgs {
 				cfgs[p] = fleet.Config{Proc: p, Procs: rateProcs, Calls: rateCallsPerProc, Start: start,
 					Provider: prov.URL, Redis: srv.Addr, Prefix: prefix(t), Deadline: rateDeadline,
-					Waits: hostWaits, Reserve: time.Minute, Anthropic: true}
+					Waits: hostWaits, Reserve: time.Minute, Anthropic: true, Timeout: rateRedisTimeout}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), rateBound)
 			defer cancel()
@@ -138,7 +144,7 @@ func TestFleetRateLimit(t *testing.T) {
 			if !pacingTargetsOn() {
 				return
 			}
-			assert.LessOrEqual(t, fig.refusedAfter, 2*len(res)/100, "429s after the first reached a caller")
+			assert.LessOrEqual(t, fig.refusedKnown, 2*len(res)/100, "429s of attempts sent after their process knew of the limit")
 			if fig.waited {
 				assert.GreaterOrEqual(t, fig.throughput, 0.9, "throughput while calls waited")
 			}
@@ -153,6 +159,7 @@ type rateFigures struct {
 	refused         int // 429s in all
 	refusedAfter    int // 429s of attempts sent after the first 429 reached its caller
 	arrivedAfter    int // 429s that arrived after it (sent before it, some of them)
+	refusedKnown    int // 429s of attempts sent after their own process knew (a 429 back, or a call held)
 	throughput      float64
 	waited          bool // some call waited on a refusal (throughput is defined)
 	p50, p95, most  time.Duration
@@ -166,10 +173,10 @@ func (f rateFigures) String() string {
 	if f.waited {
 		tput = fmt.Sprintf("%.0f %%", 100*f.throughput)
 	}
-	return fmt.Sprintf("answered %d/%d · 429s %d (%d sent after the first reached a caller, %d arrived after it) · throughput while calls waited %s · "+
+	return fmt.Sprintf("answered %d/%d · 429s %d (%d sent after the first reached a caller, %d after their process knew, %d arrived after it) · throughput while calls waited %s · "+
 		"time to answer p50 %s / p95 %s / max %s, ideal p95 %s (×%.2f) · most attempts by one call %d · "+
 		"Redis calls began to fail %d times (a process then coordinates alone for a probe interval)",
-		f.answered, f.calls, f.refused, f.refusedAfter, f.arrivedAfter, tput, fmtDur(f.p50), fmtDur(f.p95), fmtDur(f.most),
+		f.answered, f.calls, f.refused, f.refusedAfter, f.refusedKnown, f.arrivedAfter, tput, fmtDur(f.p50), fmtDur(f.p95), fmtDur(f.most),
 		fmtDur(f.idealP95), float64(f.p95)/float64(f.idealP95), f.mostAttempts, f.fallbacks)
 }
 
@@ -202,6 +209,12 @@ func rateFiguresOf(spec fleet.RateSpec, start time.Time, recs []fleet.RateRecord
 	}
 	f.idealP95 = percentile(idealTimes(spec, len(res)), 95)
 
+	knew := map[int]time.Time{} // process → when it first knew
+	for _, r := range res {
+		if !r.Knew.IsZero() {
+			knew[r.Proc] = r.Knew
+		}
+	}
 	var firstBack time.Time
 	for _, r := range recs {
 		if !r.Admitted {
@@ -224,6 +237,9 @@ func rateFiguresOf(spec fleet.RateSpec, start time.Time, recs []fleet.RateRecord
 		}
 		if sent.After(firstBack) {
 			f.refusedAfter++
+		}
+		if k, ok := knew[r.Proc]; ok && sent.After(k) {
+			f.refusedKnown++
 		}
 	}
 	f.throughput, f.waited = throughputOf(spec, recs)
@@ -332,6 +348,17 @@ func TestRateFigures(t *testing.T) {
 		assert.Equal(t, tc.waited, waited, tc.name)
 		assert.InDelta(t, tc.want, got, 1e-9, tc.name)
 	}
+	// A 429 counts against its process once that process knew: process 0
+	// knew at 1 s, process 1 never did (its 429 sent at 2 s is the first
+	// crowd's, blind); process 0's 429s sent at 0.5 s and 3 s: one late.
+	refused := func(proc int, sent time.Duration) fleet.RateRecord {
+		return fleet.RateRecord{Proc: proc, At: base.Add(sent), Sent: base.Add(sent), Left: base.Add(sent + s/10)}
+	}
+	fig := rateFiguresOf(bucket, base, []fleet.RateRecord{refused(0, s/2), refused(0, 3*s), refused(1, 2*s)},
+		[]fleet.Result{{Proc: 0, Knew: base.Add(s)}, {Proc: 1}})
+	assert.Equal(t, 1, fig.refusedKnown, "sent after its own process knew")
+	assert.Equal(t, 2, fig.refusedAfter, "sent after the first came back anywhere (0.6 s)")
+
 	// Ideal pacing of 102 calls at once: the bucket's 10 at once, then one
 	// a second (the last admitted at 92 s); the concurrency limit's 8 each
 	// 2 s (the last at 24 s). The 95th percentile is the 97th call's.

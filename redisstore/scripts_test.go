@@ -18,7 +18,7 @@ import (
 // lapse by the callers' times.
 func TestExpiry(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:"})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	key := st.Key("api.example.com", []byte("k"))
@@ -55,7 +55,7 @@ func TestExpiry(t *testing.T) {
 // as they live, and a minute more; no longer.
 func TestExpiryPace(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:"})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	key := st.Key("api.example.com", []byte("k"))
@@ -108,7 +108,7 @@ func TestExpiryPace(t *testing.T) {
 // nothing but an ended tally.
 func TestExpiryTally(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:"})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	key := st.Key("api.example.com", []byte("k"))
@@ -143,7 +143,7 @@ func TestExpiryTally(t *testing.T) {
 // An Owner no process of the fleet would have is refused before Redis.
 func TestReportOwnerTooLong(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Timeout: roomyTimeout})
 	now := time.Now()
 	_, err := st.Report(context.Background(), "api.example.com", store.Report{At: now, Evidence: store.ProviderUp,
 		Owner: strings.Repeat("o", 129), Unleased: 1, Seq: 1, TallyUntil: now.Add(time.Minute)})
@@ -163,7 +163,7 @@ func TestReportOwnerTooLong(t *testing.T) {
 // host and a keyed hash, values the facts and the failure's kind.
 func TestNoCredentialInRedis(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Timeout: roomyTimeout})
 	rt := newTransport(t, st)
 	start := time.Now()
 	prov := fleet.NewProvider(fleet.Outage(start, 700*time.Millisecond, http.StatusBadGateway))
@@ -197,8 +197,8 @@ func TestNoCredentialInRedis(t *testing.T) {
 func TestNoticeEncoding(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := newClient(t, m.Addr())
-	a := newStore(t, c, redisstore.Options{})
-	b := newStore(t, c, redisstore.Options{})
+	a := newStore(t, c, redisstore.Options{Timeout: roomyTimeout})
+	b := newStore(t, c, redisstore.Options{Timeout: roomyTimeout})
 	got := make(chan string, 4)
 	stop := b.Watch(func(k string, f store.Facts) { got <- k + "|" + f.Reason + "|" + f.Prober })
 	defer stop()

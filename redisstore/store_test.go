@@ -17,8 +17,8 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) []store.Store {
 		p := prefix(t)
 		return []store.Store{
-			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p}),
-			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p}),
+			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
+			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
 		}
 	})
 }
@@ -29,8 +29,8 @@ func TestContractMiniredis(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) []store.Store {
 		p := prefix(t)
 		return []store.Store{
-			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p}),
-			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p}),
+			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
+			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
 		}
 	})
 }
@@ -48,8 +48,8 @@ func TestContractCluster(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) []store.Store {
 		p := prefix(t)
 		return []store.Store{
-			newStore(t, cluster(t), redisstore.Options{Prefix: p}),
-			newStore(t, cluster(t), redisstore.Options{Prefix: p}),
+			newStore(t, cluster(t), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
+			newStore(t, cluster(t), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
 		}
 	})
 }
