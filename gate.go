@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/llmretry/llmretry/store"
 )
 
 // This file is the gate: what a coordinated call goes through before each
@@ -89,7 +91,7 @@ func (cc *coordCall) admitFirst(ctx context.Context) error {
 	if cc.k.quiet() && !cc.co.stale(cc.k) {
 		return nil
 	}
-	if !cc.co.stale(cc.k) && cc.k.facts(time.Now()) == (Facts{}) {
+	if !cc.co.stale(cc.k) && cc.k.facts(time.Now()) == (store.Facts{}) {
 		return nil // its facts lapsed: quiet again, with no store call
 	}
 	cc.co.refresh(ctx, cc.k)
@@ -109,7 +111,7 @@ func (cc *coordCall) answered(ctx context.Context, resp *http.Response) {
 			return
 		}
 	}
-	cc.report(ctx, outcome{ev: ProviderUp, header: resp.Header, status: resp.StatusCode, ownWait: -1, now: time.Now()})
+	cc.report(ctx, outcome{ev: store.ProviderUp, header: resp.Header, status: resp.StatusCode, ownWait: -1, now: time.Now()})
 }
 
 // begin counts an attempt about to be sent on the key.
@@ -450,9 +452,9 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 		case gateProbe:
 			holder := cc.co.holder()
 			before := k.view.Load()
-			granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+			granted := cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 				holder = cc.co.leaseName(holder, s)
-				return s.TakeProbe(ctx, k.name, Lease{Holder: holder, At: now, Until: now.Add(iv)})
+				return s.TakeProbe(ctx, k.name, store.Lease{Holder: holder, At: now, Until: now.Add(iv)})
 			})
 			if granted {
 				cc.probe, cc.probeSent, cc.wasProbe = holder, now, true
@@ -473,9 +475,9 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 			if !latest.IsZero() {
 				until = earlier(until, latest.Add(time.Second))
 			}
-			if cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+			if cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 				holder = cc.co.leaseName(holder, s)
-				return s.TakeRetry(ctx, k.name, Lease{Holder: holder, At: now, Until: until}, budget)
+				return s.TakeRetry(ctx, k.name, store.Lease{Holder: holder, At: now, Until: until}, budget)
 			}) {
 				cc.retry = holder
 				h.end(HoldReleased)
@@ -534,7 +536,7 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 		case <-fire:
 			if g == gateDown && k.candidate(w, g) {
 				// Due, or a re-check: the store knows best.
-				cc.co.use(ctx, k, time.Now(), func(ctx context.Context, s Store) (Facts, bool, error) {
+				cc.co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 					f, err := s.Load(ctx, k.name, time.Now())
 					return f, true, err
 				})
@@ -548,7 +550,7 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 // in progress. It reports done when the call goes (err nil, after
 // sleeping to its slot) or cannot wait (err says why); not done when the
 // limit on calls in flight leaves no room.
-func (cc *coordCall) takeSend(ctx context.Context, f Facts, now, latest time.Time, n int, h **holding) (bool, error) {
+func (cc *coordCall) takeSend(ctx context.Context, f store.Facts, now, latest time.Time, n int, h **holding) (bool, error) {
 	k := cc.k
 	limit := 0
 	if f.Capped(now) {
@@ -566,9 +568,9 @@ func (cc *coordCall) takeSend(ctx context.Context, f Facts, now, latest time.Tim
 		until = now.Add(retryLease)
 	}
 	var slot time.Time
-	granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+	granted := cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 		holder = cc.co.leaseName(holder, s)
-		f, at, ok, err := s.TakeSend(ctx, k.name, Lease{Holder: holder, At: now, Until: until}, limit)
+		f, at, ok, err := s.TakeSend(ctx, k.name, store.Lease{Holder: holder, At: now, Until: until}, limit)
 		slot = at
 		return f, ok, err
 	})
@@ -628,7 +630,7 @@ func (cc *coordCall) sent() {
 
 // outcome is what one attempt's result says, for report.
 type outcome struct {
-	ev         Evidence
+	ev         store.Evidence
 	reason     string        // the failure's kind (see Facts.Reason)
 	serverWait time.Duration // the wait the server asked for, if hasWait
 	hasWait    bool
@@ -648,10 +650,10 @@ type outcome struct {
 // costs nothing.
 func (cc *coordCall) report(ctx context.Context, o outcome) bool {
 	k, now := cc.k, o.now
-	r := Report{At: now, Evidence: o.ev, Prober: cc.probe}
+	r := store.Report{At: now, Evidence: o.ev, Prober: cc.probe}
 	cc.probe = ""
 	f := k.facts(now)
-	if o.ev == ProviderDown {
+	if o.ev == store.ProviderDown {
 		r.Reason, r.DownFor = o.reason, downFor*cc.co.cfg.ProbeInterval
 		gap := cc.co.probeGap()
 		if r.Prober == "" && !f.Down(now) && o.ownWait >= 0 && o.ownWait < gap {
@@ -695,9 +697,9 @@ func (cc *coordCall) report(ctx context.Context, o outcome) bool {
 		// this call's own wait still holds it (notBefore).
 		r.WaitUntil, r.Reason = now.Add(o.serverWait), o.reason
 	}
-	if r.Prober != "" || o.ev == ProviderDown || !r.WaitUntil.IsZero() || o.ev == ProviderUp && f.Down(now) ||
+	if r.Prober != "" || o.ev == store.ProviderDown || !r.WaitUntil.IsZero() || o.ev == store.ProviderUp && f.Down(now) ||
 		r.Every > 0 || r.Cut {
-		cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 			f, err := s.Report(ctx, k.name, r)
 			return f, true, err
 		})
@@ -734,7 +736,7 @@ func reasonOf(resp *http.Response, err error) string {
 }
 
 // downError says why the call cannot wait any longer.
-func (cc *coordCall) downError(f Facts, g gate, now, start time.Time) *DownError {
+func (cc *coordCall) downError(f store.Facts, g gate, now, start time.Time) *DownError {
 	d := &DownError{Key: cc.k.name, Reason: holdReason(g), Waited: now.Sub(start)}
 	if f.Reason != "" {
 		d.Last = &failedStatus{status: f.Reason}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/llmretry/llmretry/store"
 )
 
 // call is the state of one request after its first attempt failed. It
@@ -177,7 +179,7 @@ func (c *call) decide() bool {
 			}
 			switch sig := readSignal(c.resp.StatusCode, c.resp.Header, body); {
 			case sig.final:
-				why, ev = stopProvider, ProviderUp
+				why, ev = stopProvider, store.ProviderUp
 			case !hasServerWait && sig.hasWait:
 				serverWait, hasServerWait = sig.wait, true
 			}
@@ -258,37 +260,37 @@ func (c *call) discard(wait time.Duration) {
 // classify says whether the latest result may be retried, what it says of
 // the provider, and what wait, if any, the server asked for in its
 // headers. It reads nothing of the response body.
-func (c *call) classify() (stop, Evidence, time.Duration, bool) {
+func (c *call) classify() (stop, store.Evidence, time.Duration, bool) {
 	if c.f.Context.Err() != nil {
-		return stopFinal, NoEvidence, 0, false // the caller's own context ended
+		return stopFinal, store.NoEvidence, 0, false // the caller's own context ended
 	}
 	if c.err != nil {
 		if c.fault || malformed(c.first) || hasBody(c.first) && c.getBody != nil && bodyFault(c.getBody, c.first.ContentLength) != nil {
 			// The request's own: its body fails, or its shape is one no
 			// server takes, whatever error the base saw first.
-			return stopFinal, NoEvidence, 0, false
+			return stopFinal, store.NoEvidence, 0, false
 		}
 		switch classifyErr(c.err) {
 		case errRequest, errFinal:
-			return stopFinal, NoEvidence, 0, false
+			return stopFinal, store.NoEvidence, 0, false
 		}
 		// A failed connection or a timeout from below (the caller's
 		// context is alive).
 		if c.streamHeld() {
-			return stopFinal, ProviderDown, 0, false
+			return stopFinal, store.ProviderDown, 0, false
 		}
-		return stopNone, ProviderDown, 0, false
+		return stopNone, store.ProviderDown, 0, false
 	}
 	status := c.resp.StatusCode
 	if c.event != nil {
 		status = c.event.status() // a 2xx stream that opened with an error
 	}
 	if status < 400 {
-		return stopAnswered, ProviderUp, 0, false
+		return stopAnswered, store.ProviderUp, 0, false
 	}
-	ev := ProviderUp
+	ev := store.ProviderUp
 	if downStatus(status) {
-		ev = ProviderDown
+		ev = store.ProviderDown
 	}
 	h := c.resp.Header
 	sig := readSignal(status, h, nil) // x-should-retry, no body yet
@@ -297,7 +299,7 @@ func (c *call) classify() (stop, Evidence, time.Duration, bool) {
 	}
 	switch {
 	case sig.final:
-		return stopProvider, ProviderUp, 0, false
+		return stopProvider, store.ProviderUp, 0, false
 	case !retryableStatus(status) && !sig.retry:
 		return stopFinal, ev, 0, false
 	case c.streamHeld():
