@@ -105,13 +105,17 @@ type keyState struct {
 
 	fallback atomic.Int64 // until when (Unix ns) the key uses the in-process fallback
 
-	calls   inflight     // calls inside RoundTrip; closed once swept
-	sending inflight     // attempts in flight (sent, no result yet); never closed
-	leased  atomic.Int32 // of those, the ones holding a send lease
-	cost    atomic.Int64 // tokens one request is known to take (0: unknown)
-	tallied atomic.Int64 // the count of unleased attempts last told to the store; -1: tell the next
-	tmu     sync.Mutex   // orders the counts told to the store (tallyInto)
-	woken   atomic.Int64 // held calls woken, ever: what a change costs
+	calls inflight // calls inside RoundTrip; closed once swept
+	// Attempts in flight (sent, no result yet) without a send lease; never
+	// closed. Those under a lease are not counted here: an attempt is
+	// counted in one place from its start, so that the count never reads
+	// high while an attempt takes its lease (a high count told to the
+	// store raised the limit on calls in flight above the provider's).
+	unleasedIn inflight
+	cost       atomic.Int64 // tokens one request is known to take (0: unknown)
+	tallied    atomic.Int64 // the count of unleased attempts last told to the store; -1: tell the next
+	tmu        sync.Mutex   // orders the counts told to the store (tallyInto)
+	woken      atomic.Int64 // held calls woken, ever: what a change costs
 
 	// After the shared store failed for the key: fellBack says the key
 	// used the in-process fallback since it last used the shared store;

@@ -40,7 +40,7 @@ type coordCall struct {
 	send      string    // the send lease of an attempt under a limit on calls in flight
 	leased    bool      // the latest attempt went under a send lease
 	sentAt    time.Time // when the latest attempt went
-	sending   int       // its stripe of the key's count of attempts in flight
+	sending   int       // its stripe of the key's count of attempts in flight without a lease
 	counted   bool      // the latest attempt is counted in flight (begun, not ended)
 	notBefore time.Time // the call's own server wait: its next attempt goes no sooner
 }
@@ -67,10 +67,9 @@ func (cc *coordCall) leave() {
 	if cc.counted {
 		// Its base panicked: the attempt is over all the same.
 		cc.counted = false
-		if cc.send != "" {
-			cc.k.leased.Add(-1)
+		if cc.send == "" {
+			cc.k.unleasedIn.leave(cc.sending)
 		}
-		cc.k.sending.leave(cc.sending)
 	}
 	if cc.probe != "" || cc.retry != "" || cc.send != "" {
 		now := time.Now()
@@ -114,17 +113,12 @@ func (cc *coordCall) answered(ctx context.Context, resp *http.Response) {
 	cc.report(ctx, outcome{ev: store.ProviderUp, header: resp.Header, status: resp.StatusCode, ownWait: -1, now: time.Now()})
 }
 
-// begin counts an attempt about to be sent on the key.
-//
-// An attempt under a send lease is counted as leased only after it is
-// counted as sending, and no longer as leased before it stops sending, so
-// that the count of attempts without a lease (sending − leased) never
-// reads low: a low count told to the store would let one call too many
-// go.
+// begin counts an attempt about to be sent on the key: among the key's
+// attempts in flight without a send lease if it has none (the store counts
+// the others by their leases).
 func (cc *coordCall) begin() {
-	cc.sending, _ = cc.k.sending.enter()
-	if cc.send != "" {
-		cc.k.leased.Add(1)
+	if cc.send == "" {
+		cc.sending, _ = cc.k.unleasedIn.enter()
 	}
 	cc.sentAt, cc.counted = time.Now(), true
 }
@@ -136,15 +130,14 @@ func (cc *coordCall) begin() {
 // until its last byte.
 func (cc *coordCall) end(ctx context.Context, resp *http.Response) {
 	if cc.send != "" && resp != nil && isEventStream(resp) {
-		resp.Body = &leasedBody{ReadCloser: resp.Body, ctx: context.WithoutCancel(ctx), co: cc.co, k: cc.k, holder: cc.send, stripe: cc.sending}
+		resp.Body = &leasedBody{ReadCloser: resp.Body, ctx: context.WithoutCancel(ctx), co: cc.co, k: cc.k, holder: cc.send}
 		cc.send, cc.counted, cc.leased = "", false, true
 		return
 	}
 	cc.leased = cc.send != ""
-	if cc.leased {
-		cc.k.leased.Add(-1)
+	if !cc.leased {
+		cc.k.unleasedIn.leave(cc.sending)
 	}
-	cc.k.sending.leave(cc.sending)
 	cc.counted = false
 	if !cc.leased {
 		if !cc.k.quiet() {
@@ -176,7 +169,6 @@ type leasedBody struct {
 	co     *coordinator
 	k      *keyState
 	holder string
-	stripe int
 	done   atomic.Bool
 }
 
@@ -199,8 +191,6 @@ func (b *leasedBody) Close() error {
 // finish ends the lease, once.
 func (b *leasedBody) finish() {
 	if b.done.CompareAndSwap(false, true) {
-		b.k.leased.Add(-1)
-		b.k.sending.leave(b.stripe)
 		b.co.release(b.ctx, b.k, b.holder)
 	}
 }
@@ -282,7 +272,7 @@ func (k *keyState) candidate(w *waiter, g gate) bool {
 // flight without a send lease. It may read one high for a moment (see
 // begin), never low.
 func (k *keyState) unleased() int {
-	return max(0, int(k.sending.load()-k.leased.Load()))
+	return max(0, int(k.unleasedIn.load()))
 }
 
 // wakeRoom wakes the n calls held longest for room under the key's limit

@@ -605,7 +605,7 @@ func TestCoordinatedBasePanicEndsItsAttempt(t *testing.T) {
 	n := 0
 	rt.coord.keys.Range(func(_, v any) bool {
 		k := v.(*keyState)
-		assert.Zero(t, k.sending.load())
+		assert.Zero(t, k.unleasedIn.load())
 		assert.Zero(t, k.calls.load())
 		n++
 		return true
