@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmretry/llmretry/redisstore/internal/fleet"
+	"github.com/llmretry/llmretry/redisstore/internal/redisserver"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -99,41 +101,59 @@ func TestFleetRateLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs in real time, about 100 s")
 	}
+	// The scenarios run side by side in goroutines, not as parallel
+	// subtests: go test runs at most GOMAXPROCS (2 here) of those at once,
+	// which ran them two by two (215 s).
+	type run struct {
+		srv   *redisserver.Server
+		prov  *fleet.RateLimiter
+		start time.Time
+		tr    *rateTrace
+		ps    []fleet.Process
+		err   error
+		took  time.Duration
+	}
+	runs := make([]*run, len(rateScenarios))
+	var wg sync.WaitGroup
 	for i, sc := range rateScenarios {
-		t.Run(sc.id, func(t *testing.T) {
-			t.Parallel()
-			srv := startRedis(t)
-			prov := fleet.NewRateLimiter(sc.spec)
-			defer prov.Close()
-			start := time.Now().Add(rateLead + time.Duration(i)*rateStagger)
-			cfgs := make([]fleet.Config, rateProcs)
-			for p := range cfgs {
-				cfgs[p] = fleet.Config{Proc: p, Procs: rateProcs, Calls: rateCallsPerProc, Start: start,
-					Provider: prov.URL, Redis: srv.Addr, Prefix: prefix(t), Deadline: rateDeadline,
-					Waits: hostWaits, Reserve: time.Minute, Anthropic: true, Timeout: rateRedisTimeout, Spread: sc.spread}
-			}
+		r := &run{srv: startRedis(t), prov: fleet.NewRateLimiter(sc.spec), start: time.Now().Add(rateLead + time.Duration(i)*rateStagger)}
+		runs[i] = r
+		t.Cleanup(r.prov.Close)
+		pfx := prefix(t) + sc.id + ":"
+		cfgs := make([]fleet.Config, rateProcs)
+		for p := range cfgs {
+			cfgs[p] = fleet.Config{Proc: p, Procs: rateProcs, Calls: rateCallsPerProc, Start: r.start,
+				Provider: r.prov.URL, Redis: r.srv.Addr, Prefix: pfx, Deadline: rateDeadline,
+				Waits: hostWaits, Reserve: time.Minute, Anthropic: true, Timeout: rateRedisTimeout, Spread: sc.spread}
+		}
+		r.tr = startTrace(t, sc.id, r.srv.Addr, pfx, r.prov, r.start)
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), rateBound)
 			defer cancel()
-			tr := startTrace(t, srv.Addr, prefix(t), prov, start)
-			ps, err := fleet.SpawnContext(ctx, os.Args[0], nil, cfgs)
-			tr.stop(ps)
-			require.NoError(t, err, "the fleet did not finish within %v", rateBound)
-			took := time.Since(start)
-
+			r.ps, r.err = fleet.SpawnContext(ctx, os.Args[0], nil, cfgs)
+			r.took = time.Since(r.start)
+			r.tr.stop(r.ps)
+		})
+	}
+	wg.Wait()
+	for i, sc := range rateScenarios {
+		r := runs[i]
+		t.Run(sc.id, func(t *testing.T) {
+			require.NoError(t, r.err, "the fleet did not finish within %v", rateBound)
 			var res []fleet.Result
-			for _, p := range ps {
+			for _, p := range r.ps {
 				res = append(res, p.Results...)
 			}
-			fig := rateFiguresOf(sc.spec, sc.spread, prov.Records(), res)
-			for _, p := range ps {
+			fig := rateFiguresOf(sc.spec, sc.spread, r.prov.Records(), res)
+			for _, p := range r.ps {
 				for _, msg := range p.Logs {
 					if strings.Contains(msg, "Redis calls fail") {
 						fig.fallbacks++
 					}
 				}
 			}
-			t.Logf("%s, %d processes × %d calls at once through Redis: %s; took %v; Redis ran %s; left in Redis after the run: %s",
-				sc.name, rateProcs, rateCallsPerProc, fig, took.Round(100*time.Millisecond), commandStats(t, srv.Addr), tr.left)
+			t.Logf("%s, %d processes × %d calls through Redis: %s; took %v; Redis ran %s; left in Redis after the run: %s",
+				sc.name, rateProcs, rateCallsPerProc, fig, r.took.Round(100*time.Millisecond), commandStats(t, r.srv.Addr), r.tr.left)
 
 			require.Len(t, res, rateProcs*rateCallsPerProc, "results")
 			assert.Equal(t, len(res), fig.answered, "calls answered")
@@ -392,6 +412,7 @@ func TestRateFigures(t *testing.T) {
 // every lease was released where it was taken) is logged either way.
 type rateTrace struct {
 	t     *testing.T
+	name  string // the scenario's
 	c     *redis.Client
 	pfx   string
 	prov  *fleet.RateLimiter
@@ -409,8 +430,8 @@ type traceLine struct {
 }
 
 // startTrace starts following the key of the fleet under prefix pfx.
-func startTrace(t *testing.T, addr, pfx string, prov *fleet.RateLimiter, start time.Time) *rateTrace {
-	tr := &rateTrace{t: t, c: newClient(t, addr), pfx: pfx, prov: prov, start: start, done: make(chan struct{}), ended: make(chan struct{})}
+func startTrace(t *testing.T, name, addr, pfx string, prov *fleet.RateLimiter, start time.Time) *rateTrace {
+	tr := &rateTrace{t: t, name: name, c: newClient(t, addr), pfx: pfx, prov: prov, start: start, done: make(chan struct{}), ended: make(chan struct{})}
 	go tr.run()
 	return tr
 }
@@ -518,7 +539,7 @@ func (tr *rateTrace) stop(ps []fleet.Process) {
 	for _, l := range lines {
 		fmt.Fprintf(&b, "%+7.1fs %s\n", l.at.Sub(tr.start).Seconds(), l.text)
 	}
-	name := strings.NewReplacer("/", "-", " ", "_").Replace(tr.t.Name())
+	name := strings.NewReplacer("/", "-", " ", "_").Replace(tr.t.Name() + "/" + tr.name)
 	if err := os.WriteFile(dir+"/"+name+".txt", []byte(b.String()), 0o644); err != nil {
 		tr.t.Errorf("the trace: %v", err)
 	}
