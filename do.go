@@ -92,8 +92,7 @@ func (p *Policy) doNext(ctx context.Context, k int, err error, lim limits) (time
 	if ctx.Err() != nil || isPermanent(err) {
 		return 0, stopFinal
 	}
-	sched, ok := p.scheduleWait(k, lim.hasDeadline())
-	return p.plan(sched, ok, 0, false, time.Now(), lim, false)
+	return p.plan(p.scheduleWait(k, lim.hasDeadline()), pause{}, time.Now(), lim)
 }
 
 // recordCall passes call n's outcome to OnAttempt, if set: its error, the

@@ -154,14 +154,14 @@ func (c *call) decide() bool {
 		c.why = stopHeld
 		return false
 	}
-	why, ev, serverWait, hasServerWait := c.classify()
-	sched, schedOK := c.p.scheduleWait(c.retries+1, c.lim.hasDeadline())
+	why, ev, server := c.classify()
+	sched := c.p.scheduleWait(c.retries+1, c.lim.hasDeadline())
 	if why == stopNone && c.resp != nil && c.event == nil && readableBody(c.resp.Header.Get("Content-Type")) {
 		// Quota bodies and Gemini's RetryInfo only matter for a status we
 		// would retry, in a body that can carry them, if a retry (or an
 		// Asker's round) could still follow; the read may take only the
 		// time that leaves the next attempt within the call's limits.
-		wait, plan := c.p.plan(sched, schedOK, serverWait, hasServerWait, time.Now(), c.lim, false)
+		wait, plan := c.p.plan(sched, server, time.Now(), c.lim)
 		if plan == stopSpent && c.p.OnExhausted != nil {
 			wait, plan = 0, stopNone
 		}
@@ -178,27 +178,27 @@ func (c *call) decide() bool {
 			switch sig := readSignal(c.resp.StatusCode, c.resp.Header, body); {
 			case sig.final:
 				why, ev = stopProvider, ProviderUp
-			case !hasServerWait && sig.hasWait:
-				serverWait, hasServerWait = sig.wait, true
+			case !server.set && sig.hasWait:
+				server = pause{d: sig.wait, set: true}
 			}
 		}
 	}
 	// Read after any peek: the limits count from now.
 	now := time.Now()
 	fromReset := false
-	if why == stopNone && !hasServerWait && c.event == nil && c.resp != nil && c.resp.StatusCode == http.StatusTooManyRequests {
+	if why == stopNone && !server.set && c.event == nil && c.resp != nil && c.resp.StatusCode == http.StatusTooManyRequests {
 		// No Retry-After and no wait in words: the reset of the spent
 		// rate limit is the server's wait.
-		serverWait, hasServerWait = rateLimitReset(c.resp.Header, now)
-		fromReset = hasServerWait
+		server.d, server.set = rateLimitReset(c.resp.Header, now)
+		fromReset = server.set
 	}
 	held := false
 	if c.co != nil {
 		own := time.Duration(-1) // no retry of its own follows
-		if schedOK {
-			own = sched
+		if sched.set {
+			own = sched.d
 		}
-		o := outcome{ev: ev, reason: c.failure(), serverWait: serverWait, hasWait: hasServerWait, ownWait: own, now: now}
+		o := outcome{ev: ev, reason: c.failure(), serverWait: server.d, hasWait: server.set, ownWait: own, now: now}
 		if c.resp != nil {
 			o.header, o.status = c.resp.Header, c.resp.StatusCode
 			if c.event != nil {
@@ -209,7 +209,11 @@ func (c *call) decide() bool {
 	}
 	var wait time.Duration
 	if why == stopNone {
-		wait, why = c.p.plan(sched, schedOK, serverWait, hasServerWait, now, c.lim, held)
+		own := sched
+		if held {
+			own.d = 0 // the key's gate holds the call instead
+		}
+		wait, why = c.p.plan(own, server, now, c.lim)
 	}
 	c.why = why
 	held = held && why == stopNone
@@ -218,10 +222,10 @@ func (c *call) decide() bool {
 		return false
 	}
 	c.server = time.Time{}
-	if hasServerWait && !(fromReset && held && c.co.k.facts(now).Paced(now)) {
+	if server.set && !(fromReset && held && c.co.k.facts(now).Paced(now)) {
 		// (A reset is when the limit is full again; a paced key sends
 		// each call at its turn, sooner.)
-		c.server = now.Add(serverWait)
+		c.server = now.Add(server.d)
 	}
 	if held {
 		wait = 0 // the key's gate holds the call instead
@@ -258,33 +262,33 @@ func (c *call) discard(wait time.Duration) {
 // classify says whether the latest result may be retried, what it says of
 // the provider, and what wait, if any, the server asked for in its
 // headers. It reads nothing of the response body.
-func (c *call) classify() (stop, Evidence, time.Duration, bool) {
+func (c *call) classify() (stop, Evidence, pause) {
 	if c.f.Context.Err() != nil {
-		return stopFinal, NoEvidence, 0, false // the caller's own context ended
+		return stopFinal, NoEvidence, pause{} // the caller's own context ended
 	}
 	if c.err != nil {
 		if c.fault || malformed(c.first) || hasBody(c.first) && c.getBody != nil && bodyFault(c.getBody, c.first.ContentLength) != nil {
 			// The request's own: its body fails, or its shape is one no
 			// server takes, whatever error the base saw first.
-			return stopFinal, NoEvidence, 0, false
+			return stopFinal, NoEvidence, pause{}
 		}
 		switch classifyErr(c.err) {
 		case errRequest, errFinal:
-			return stopFinal, NoEvidence, 0, false
+			return stopFinal, NoEvidence, pause{}
 		}
 		// A failed connection or a timeout from below (the caller's
 		// context is alive).
 		if c.streamHeld() {
-			return stopFinal, ProviderDown, 0, false
+			return stopFinal, ProviderDown, pause{}
 		}
-		return stopNone, ProviderDown, 0, false
+		return stopNone, ProviderDown, pause{}
 	}
 	status := c.resp.StatusCode
 	if c.event != nil {
 		status = c.event.status() // a 2xx stream that opened with an error
 	}
 	if status < 400 {
-		return stopAnswered, ProviderUp, 0, false
+		return stopAnswered, ProviderUp, pause{}
 	}
 	ev := ProviderUp
 	if downStatus(status) {
@@ -297,19 +301,20 @@ func (c *call) classify() (stop, Evidence, time.Duration, bool) {
 	}
 	switch {
 	case sig.final:
-		return stopProvider, ProviderUp, 0, false
+		return stopProvider, ProviderUp, pause{}
 	case !retryableStatus(status) && !sig.retry:
-		return stopFinal, ev, 0, false
+		return stopFinal, ev, pause{}
 	case c.streamHeld():
 		// Decided before the body is peeked: an error reply to a stream
 		// may itself be a stream that the server keeps open.
-		return stopFinal, ev, 0, false
+		return stopFinal, ev, pause{}
 	}
-	serverWait, hasServerWait := RetryAfter(h, time.Now())
-	if c.event != nil && c.event.hasWait && !hasServerWait {
-		serverWait, hasServerWait = c.event.wait, true
+	var server pause
+	server.d, server.set = RetryAfter(h, time.Now())
+	if c.event != nil && c.event.hasWait && !server.set {
+		server = pause{d: c.event.wait, set: true}
 	}
-	return stopNone, ev, serverWait, hasServerWait
+	return stopNone, ev, server
 }
 
 // failure names the latest attempt's failure for its key's shared facts:
