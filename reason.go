@@ -60,9 +60,10 @@ func reasonText(err error) string {
 	return strings.TrimPrefix(err.Error(), "llmretry: ")
 }
 
-// heldReason is the reason of a call that its coordinated gate held until
-// it could wait no longer, or until its context ended (the gate returns
-// the context's error only then).
+// heldReason is the reason of a call whose gatekeeper did not let its
+// first attempt go: it held it until the call could wait no longer, or
+// until its context ended (the gatekeeper returns the context's error
+// only then).
 func heldReason(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err

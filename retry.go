@@ -36,16 +36,16 @@ type call struct {
 	why    stop          // why the latest round stopped
 	cut    error         // the context ended during a wait
 
-	// Coordination: nil when off; gaveUp says that its gate refused the
-	// next attempt (c.err says why).
-	co     *coordCall
-	gaveUp bool
+	gk      gatekeeper // the call's part in coordination (see gatekeeper)
+	probe   bool       // the latest attempt went as its provider key's probe
+	refused bool       // the gatekeeper did not let the next attempt go (c.err says why)
 }
 
 // newCall returns the state of a call whose first attempt first (carrying
-// context f) the Transport is about to send or has sent.
+// context f) the Transport is about to send or has sent. Its gatekeeper is
+// noGatekeeper until the Transport sets its own.
 func newCall(f *flight, base http.RoundTripper, p *Policy, req, first *http.Request, getBody func() (io.ReadCloser, error)) *call {
-	c := &call{f: f, base: base, p: p, req: req, first: first, out: first, getBody: getBody}
+	c := &call{f: f, base: base, p: p, req: req, first: first, out: first, getBody: getBody, gk: noGatekeeper{}}
 	c.lim = limitsFrom(f.Context, p, req, f.start)
 	return c
 }
@@ -102,21 +102,25 @@ func (c *call) result() (*http.Response, error) {
 	return c.p.handOver(c.resp), nil
 }
 
-// send makes the next attempt: a shallow copy of the first attempt's
-// request, with a fresh body from GetBody and its own number in its
-// context. Nothing else changes, so the base receives what it received
-// the first time. The result is left in c.
+// send makes the next attempt, once the call's gatekeeper lets it go: a
+// shallow copy of the first attempt's request, with a fresh body from
+// GetBody and its own number in its context. Nothing else changes, so the
+// base receives what it received the first time. The result is left in c.
 func (c *call) send() {
-	if c.co != nil {
-		c.co.notBefore = c.server
-		left := c.p.retryLimit(c.lim.hasDeadline()) - c.retries + 1 // the retry at the gate included
-		if err := c.co.admit(c.f.Context, c.lim, c.n+1, true, left); err != nil {
-			c.resp, c.err, c.fault, c.gaveUp = nil, err, false, true
-			return
-		}
-		defer c.co.sent()
+	a := admission{
+		n:         c.n + 1,
+		left:      c.p.retryLimit(c.lim.hasDeadline()) - c.retries + 1, // this retry included
+		latest:    c.lim.latest(),
+		notBefore: c.server,
 	}
-	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1, probe: c.co != nil && c.co.wasProbe})
+	probe, err := c.gk.admit(c.f.Context, a)
+	c.probe = probe
+	if err != nil {
+		c.resp, c.err, c.fault, c.refused = nil, err, false, true
+		return
+	}
+	defer c.gk.sent()
+	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1, probe: probe})
 	if c.getBody != nil {
 		body, err := c.getBody()
 		if err != nil {
@@ -127,13 +131,9 @@ func (c *call) send() {
 	}
 	c.n++
 	c.out = out
-	if c.co != nil {
-		c.co.begin()
-	}
+	c.gk.begin()
 	c.resp, c.err = c.p.roundTrip(c.base, out)
-	if c.co != nil {
-		c.co.end(c.f.Context, c.resp)
-	}
+	c.gk.end(c.f.Context, c.resp)
 	c.fault, c.event = false, nil
 	if c.err == nil && c.p.guardsOpening(c.resp) {
 		if c.event, c.err = c.p.opening(c.resp, c.lim); c.err != nil {
@@ -150,12 +150,13 @@ func (c *call) decide() bool {
 	if c.again {
 		return c.retryAtOnce()
 	}
-	if c.gaveUp {
+	if c.refused {
 		c.why = stopHeld
 		return false
 	}
-	why, ev, server := c.classify()
+	why, says, server := c.classify()
 	sched := c.p.scheduleWait(c.retries+1, c.lim.hasDeadline())
+	var body []byte // what was read of the body, if anything
 	if why == stopNone && c.resp != nil && c.event == nil && readableBody(c.resp.Header.Get("Content-Type")) {
 		// Quota bodies and Gemini's RetryInfo only matter for a status we
 		// would retry, in a body that can carry them, if a retry (or an
@@ -169,15 +170,10 @@ func (c *call) decide() bool {
 			// A body that stalls past that instant is left unread: the
 			// status and headers decide, and the response, if returned, is
 			// readable from its first byte.
-			body, _ := peekBody(c.resp, signalPeek, c.lim.before(wait))
-			if c.co != nil && c.resp.StatusCode == http.StatusTooManyRequests {
-				if n := requestedTokens(body); n > 0 {
-					c.co.k.cost.Store(n) // what a request of the key costs its token limit
-				}
-			}
+			body, _ = peekBody(c.resp, signalPeek, c.lim.before(wait))
 			switch sig := readSignal(c.resp.StatusCode, c.resp.Header, body); {
 			case sig.final:
-				why, ev = stopProvider, ProviderUp
+				why, says = stopProvider, healthUp
 			case !server.set && sig.hasWait:
 				server = pause{d: sig.wait, set: true}
 			}
@@ -192,43 +188,29 @@ func (c *call) decide() bool {
 		server.d, server.set = rateLimitReset(c.resp.Header, now)
 		fromReset = server.set
 	}
-	held := false
-	if c.co != nil {
-		own := time.Duration(-1) // no retry of its own follows
-		if sched.set {
-			own = sched.d
-		}
-		o := outcome{ev: ev, reason: c.failure(), serverWait: server.d, hasWait: server.set, ownWait: own, now: now}
-		if c.resp != nil {
-			o.header, o.status = c.resp.Header, c.resp.StatusCode
-			if c.event != nil {
-				o.status = c.event.status()
-			}
-		}
-		held = c.co.report(c.f.Context, o)
-	}
+	v := c.gk.report(c.f.Context, c.outcome(says, server, sched, body))
 	var wait time.Duration
 	if why == stopNone {
 		own := sched
-		if held {
-			own.d = 0 // the key's gate holds the call instead
+		if v.held {
+			own.d = 0 // the gate holds the call instead
 		}
 		wait, why = c.p.plan(own, server, now, c.lim)
 	}
 	c.why = why
-	held = held && why == stopNone
+	held := v.held && why == stopNone
 	c.record(wait, held)
 	if why != stopNone {
 		return false
 	}
 	c.server = time.Time{}
-	if server.set && !(fromReset && held && c.co.k.facts(now).Paced(now)) {
-		// (A reset is when the limit is full again; a paced key sends
-		// each call at its turn, sooner.)
+	if server.set && !(fromReset && v.paced) {
+		// (A reset is when the limit is full again; a paced call goes at
+		// its turn, sooner.)
 		c.server = now.Add(server.d)
 	}
 	if held {
-		wait = 0 // the key's gate holds the call instead
+		wait = 0 // the gate holds the call instead
 	}
 	c.discard(wait)
 	c.wait = wait
@@ -262,37 +244,37 @@ func (c *call) discard(wait time.Duration) {
 // classify says whether the latest result may be retried, what it says of
 // the provider, and what wait, if any, the server asked for in its
 // headers. It reads nothing of the response body.
-func (c *call) classify() (stop, Evidence, pause) {
+func (c *call) classify() (stop, health, pause) {
 	if c.f.Context.Err() != nil {
-		return stopFinal, NoEvidence, pause{} // the caller's own context ended
+		return stopFinal, healthNone, pause{} // the caller's own context ended
 	}
 	if c.err != nil {
 		if c.fault || malformed(c.first) || hasBody(c.first) && c.getBody != nil && bodyFault(c.getBody, c.first.ContentLength) != nil {
 			// The request's own: its body fails, or its shape is one no
 			// server takes, whatever error the base saw first.
-			return stopFinal, NoEvidence, pause{}
+			return stopFinal, healthNone, pause{}
 		}
 		switch classifyErr(c.err) {
 		case errRequest, errFinal:
-			return stopFinal, NoEvidence, pause{}
+			return stopFinal, healthNone, pause{}
 		}
 		// A failed connection or a timeout from below (the caller's
 		// context is alive).
 		if c.streamHeld() {
-			return stopFinal, ProviderDown, pause{}
+			return stopFinal, healthDown, pause{}
 		}
-		return stopNone, ProviderDown, pause{}
+		return stopNone, healthDown, pause{}
 	}
 	status := c.resp.StatusCode
 	if c.event != nil {
 		status = c.event.status() // a 2xx stream that opened with an error
 	}
 	if status < 400 {
-		return stopAnswered, ProviderUp, pause{}
+		return stopAnswered, healthUp, pause{}
 	}
-	ev := ProviderUp
+	says := healthUp
 	if downStatus(status) {
-		ev = ProviderDown
+		says = healthDown
 	}
 	h := c.resp.Header
 	sig := readSignal(status, h, nil) // x-should-retry, no body yet
@@ -301,29 +283,37 @@ func (c *call) classify() (stop, Evidence, pause) {
 	}
 	switch {
 	case sig.final:
-		return stopProvider, ProviderUp, pause{}
+		return stopProvider, healthUp, pause{}
 	case !retryableStatus(status) && !sig.retry:
-		return stopFinal, ev, pause{}
+		return stopFinal, says, pause{}
 	case c.streamHeld():
 		// Decided before the body is peeked: an error reply to a stream
 		// may itself be a stream that the server keeps open.
-		return stopFinal, ev, pause{}
+		return stopFinal, says, pause{}
 	}
 	var server pause
 	server.d, server.set = RetryAfter(h, time.Now())
 	if c.event != nil && c.event.hasWait && !server.set {
 		server = pause{d: c.event.wait, set: true}
 	}
-	return stopNone, ev, server
+	return stopNone, says, server
 }
 
-// failure names the latest attempt's failure for its key's shared facts:
-// its status or transport failure, or the error its stream opened with.
-func (c *call) failure() string {
-	if c.event != nil {
-		return c.event.describe()
+// outcome is what the latest attempt's result says, for the gatekeeper:
+// its health, server's wait and signals' body as decide found them, and
+// the schedule's wait before its retry.
+func (c *call) outcome(h health, server, own pause, body []byte) outcome {
+	o := outcome{health: h, resp: c.resp, err: c.err, server: server, own: own, body: body}
+	if c.resp != nil {
+		o.status = c.resp.StatusCode
+		if c.event != nil {
+			o.status = c.event.status()
+		}
 	}
-	return reasonOf(c.resp, c.err)
+	if c.event != nil {
+		o.event = c.event.describe()
+	}
+	return o
 }
 
 // streamHeld reports whether the request is a stream that the policy does
@@ -353,8 +343,7 @@ func (c *call) record(retryIn time.Duration, held bool) {
 		return
 	}
 	c.recorded = c.n
-	probe := c.co != nil && c.co.wasProbe
-	a := Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: probe, Held: held}
+	a := Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: c.probe, Held: held}
 	if c.why != stopNone {
 		a.Stop = c.why.reason(c.f.Context)
 	}

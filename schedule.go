@@ -17,7 +17,7 @@ const (
 	stopDeadline               // the wait would break the deadline/reserve rule
 	stopServerWait             // the server asked for a wait above MaxRetryAfter
 	stopProvider               // the provider says waiting will not help (spent quota, x-should-retry: false)
-	stopHeld                   // coordinated: the provider was down (or asked for a wait) longer than the call could wait
+	stopHeld                   // the gatekeeper held the next attempt (its provider down, or asking for a wait) longer than the call could wait
 	stopSigned                 // the request's AWS signature would be too old when resent
 )
 
