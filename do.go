@@ -55,44 +55,88 @@ func Do[T any](ctx context.Context, p Policy, call func(context.Context) (T, err
 		return call(ctx) // an outer llmretry call does the retrying
 	}
 	rp := p.resolved()
-	inner := markRetrying(ctx)
-	lim := limitsOf(ctx, &rp, nil)
-	n := 0       // calls made, across rounds
-	retries := 0 // retries taken in the current round
-	for {
-		v, err := call(inner)
-		n++
-		if err == nil {
-			rp.recordCall(n, nil, 0, nil)
-			return v, nil
-		}
-		wait, why := rp.doNext(ctx, retries+1, err, lim)
-		rp.recordCall(n, err, wait, why.reason(ctx))
-		if why == stopSpent && rp.OnExhausted != nil && ctx.Err() == nil {
-			if rp.OnExhausted.Ask(ctx, &Exhausted{Attempts: n, Reason: ErrRetriesSpent, Err: err}) && ctx.Err() == nil {
-				// Another round: one call at once (the person who
-				// answered has waited already), then the schedule's
-				// retries, still under the deadline/reserve rule.
-				retries, wait, why = -1, 0, lim.allows(time.Now())
-			}
-		}
-		if why != stopNone {
-			return v, &Exhausted{Attempts: n, Reason: why.reason(ctx), Err: err}
-		}
-		retries++
-		if err := sleep(ctx, wait); err != nil {
-			return v, &Exhausted{Attempts: n, Reason: err, Err: err}
-		}
-	}
+	d := &doCall[T]{ctx: ctx, inner: markRetrying(ctx), p: &rp, fn: call}
+	d.lim = limitsOf(ctx, &rp, nil)
+	d.attempt()
+	rp.runRounds(ctx, d)
+	return d.result()
 }
 
-// doNext decides whether retry k (1-based within the round) of a call
-// that failed with err follows, and after how long. p must be resolved.
-func (p *Policy) doNext(ctx context.Context, k int, err error, lim limits) (time.Duration, stop) {
-	if ctx.Err() != nil || isPermanent(err) {
-		return 0, stopFinal
+// doCall is the state of one Do: its rounds and its latest call's result.
+// It belongs to Do's goroutine.
+type doCall[T any] struct {
+	rounds
+	ctx   context.Context // the caller's
+	inner context.Context // ctx, marked as inside a retrying call
+	p     *Policy         // resolved
+	fn    func(context.Context) (T, error)
+	v     T     // the latest call's value
+	err   error // and its error
+	cut   error // ctx ended during a wait
+}
+
+// attempt calls the operation once.
+func (d *doCall[T]) attempt() {
+	d.v, d.err = d.fn(d.inner)
+	d.n++
+}
+
+// round calls the operation again after each wait decide chooses, until
+// decide says no retry follows, and says why; a wait that ctx cuts short
+// ends the round (and Do) too.
+func (d *doCall[T]) round() stop {
+	for d.decide() {
+		if err := sleep(d.ctx, d.wait); err != nil {
+			d.cut = err
+			break
+		}
+		d.attempt()
 	}
-	return p.plan(p.scheduleWait(k, lim.hasDeadline()), pause{}, time.Now(), lim)
+	return d.why
+}
+
+// decide runs after every call: it says whether a retry follows, leaving
+// its wait in d.wait, or why not, in d.why. It records the call for
+// OnAttempt (the call after an Asker's yes was recorded before it asked).
+func (d *doCall[T]) decide() bool {
+	if d.again {
+		return d.atOnce()
+	}
+	if d.err == nil {
+		d.why = stopAnswered
+		d.p.recordCall(d.n, nil, 0, nil)
+		return false
+	}
+	var wait time.Duration
+	why := stopFinal
+	if d.ctx.Err() == nil && !isPermanent(d.err) {
+		wait, why = d.p.plan(d.p.scheduleWait(d.retries+1, d.lim.hasDeadline()), pause{}, time.Now(), d.lim)
+	}
+	d.p.recordCall(d.n, d.err, wait, why.reason(d.ctx))
+	if d.why = why; why != stopNone {
+		return false
+	}
+	d.wait = wait
+	d.retries++
+	return true
+}
+
+// exhausted is the record an Asker is shown when a round's retries are
+// spent.
+func (d *doCall[T]) exhausted() *Exhausted {
+	return &Exhausted{Attempts: d.n, Reason: ErrRetriesSpent, Err: d.err}
+}
+
+// result is what Do returns: the last call's value, and nil or an
+// *Exhausted error that says why Do stopped.
+func (d *doCall[T]) result() (T, error) {
+	switch {
+	case d.cut != nil:
+		return d.v, &Exhausted{Attempts: d.n, Reason: d.cut, Err: d.cut}
+	case d.err == nil:
+		return d.v, nil
+	}
+	return d.v, &Exhausted{Attempts: d.n, Reason: d.why.reason(d.ctx), Err: d.err}
 }
 
 // recordCall passes call n's outcome to OnAttempt, if set: its error, the

@@ -19,22 +19,16 @@ type call struct {
 	first   *http.Request                 // the first attempt as sent: every retry copies it
 	out     *http.Request                 // the request of the latest attempt
 	getBody func() (io.ReadCloser, error) // replays the body; nil if none
-	lim     limits                        // when the call sends nothing more
 
-	n        int  // attempts made
-	retries  int  // retries taken in the current round
+	rounds        // its limits, attempts, rounds and the wait decide chose, for the loop
 	recorded int  // attempts passed to OnAttempt
-	again    bool // an Asker said yes: the next attempt goes at once
 	stream   int8 // 0 not sniffed yet, 1 a stream, -1 not a stream
 
-	resp   *http.Response // the latest attempt's result
-	err    error
-	event  *firstEvent   // the error a 2xx stream opened with; nil if none
-	fault  bool          // err is the request's own (its body, GetBody, a malformed request)
-	wait   time.Duration // the wait decide chose, for the loop
-	server time.Time     // when the latest server wait ends; zero if none
-	why    stop          // why the latest round stopped
-	cut    error         // the context ended during a wait
+	resp  *http.Response // the latest attempt's result
+	err   error
+	event *firstEvent // the error a 2xx stream opened with; nil if none
+	fault bool        // err is the request's own (its body, GetBody, a malformed request)
+	cut   error       // the context ended during a wait
 
 	gk      gatekeeper // the call's part in coordination (see gatekeeper)
 	probe   bool       // the latest attempt went as its provider key's probe
@@ -51,23 +45,17 @@ func newCall(f *flight, base http.RoundTripper, p *Policy, req, first *http.Requ
 }
 
 // run takes over after a failed first attempt (resp, err) and drives the
-// retry loop, one round per answer of the policy's Asker. A yes starts the
-// next round with an attempt at once, then the schedule's retries.
+// retry loop, one round per answer of the policy's Asker (see runRounds).
 func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
-	ctx := c.f.Context
 	c.n, c.resp, c.err = 1, resp, err
-	for {
-		c.round()
-		if c.why != stopSpent || c.p.OnExhausted == nil || ctx.Err() != nil {
-			break
-		}
-		ex := &Exhausted{Request: c.req, Attempts: c.n, Reason: ErrRetriesSpent, Response: c.resp, Err: c.err}
-		if !c.p.OnExhausted.Ask(ctx, ex) || ctx.Err() != nil {
-			break
-		}
-		c.retries, c.why, c.again = 0, stopNone, true
-	}
+	c.p.runRounds(c.f.Context, c)
 	return c.result()
+}
+
+// exhausted is the record an Asker is shown when a round's retries are
+// spent.
+func (c *call) exhausted() *Exhausted {
+	return &Exhausted{Request: c.req, Attempts: c.n, Reason: ErrRetriesSpent, Response: c.resp, Err: c.err}
 }
 
 // result turns the loop's outcome into what the caller sees: the last
@@ -218,17 +206,13 @@ func (c *call) decide() bool {
 	return true
 }
 
-// retryAtOnce decides the attempt that follows an Asker's yes: at once, or
-// when the server's wait ends, if the call's limits allow it then.
+// retryAtOnce decides the attempt that follows an Asker's yes (see
+// atOnce), and discards the latest response if one follows.
 func (c *call) retryAtOnce() bool {
-	c.again = false
-	now := time.Now()
-	wait := max(0, c.server.Sub(now))
-	if c.why = c.lim.allows(now.Add(wait)); c.why != stopNone {
+	if !c.atOnce() {
 		return false
 	}
-	c.discard(wait)
-	c.wait = wait
+	c.discard(c.wait)
 	return true
 }
 
