@@ -12,9 +12,9 @@ import (
 // rule against ctx's deadline, OnAttempt once per call (with a nil
 // Request and Response) and OnExhausted, asked once per round when the
 // schedule is spent (a yes calls again at once, then runs the schedule's
-// retries again). MaxRetryAfter, RetryStreams, the timeouts
-// (AttemptTimeout, FirstEventTimeout, StreamIdleTimeout) and OnHold do not
-// apply.
+// retries again), and MaxRetryAfter for the waits an error states (below).
+// RetryStreams, the timeouts (AttemptTimeout, FirstEventTimeout,
+// StreamIdleTimeout) and OnHold do not apply.
 //
 // Do is for tool calls and other work that is not an HTTP request. Only
 // idempotent or read-only tools belong in it: a call that failed may have
@@ -22,16 +22,25 @@ import (
 // Permanent for failures a retry will not fix (bad arguments, a refused
 // permission); Do then gives up at once.
 //
+// A tool whose provider says how long to wait (a search API's 429 with
+// Retry-After, a queue's "busy, retry in 2 s") states it in its error: an
+// error with a method RetryAfter() time.Duration, anywhere in its chain
+// (errors.As finds it; a negative wait counts as zero). Do honours it as
+// a Transport honours a server's Retry-After: the next call waits the
+// longer of the schedule's wait and the stated one; a stated wait above
+// MaxRetryAfter stops Do at once with ErrWaitTooLong, and one that would
+// break the deadline/reserve rule with ErrNoTimeLeft, without waiting.
+//
 // A call is retried while it returns a non-nil error that is not marked
 // Permanent and ctx has not ended (an error the call returns once ctx is
 // done is the context's own and is never retried). Do returns the last
 // call's result: its value and a nil error on success; otherwise the value
 // the last call returned and an *Exhausted error (Request nil) that counts
 // the calls, says why Do stopped (Reason: ErrNotRetryable for a Permanent
-// error, ErrRetriesSpent, ErrNoTimeLeft, or ctx's error) and wraps the last
-// call's error, so errors.Is and errors.As reach both. If ctx ends during a
-// wait, Do returns at once with an *Exhausted error wrapping ctx's error and
-// makes no further call.
+// error, ErrRetriesSpent, ErrNoTimeLeft, ErrWaitTooLong, or ctx's error)
+// and wraps the last call's error, so errors.Is and errors.As reach both.
+// If ctx ends during a wait, Do returns at once with an *Exhausted error
+// wrapping ctx's error and makes no further call.
 //
 // An invalid policy is refused with Validate's error before call is made.
 //
@@ -107,18 +116,41 @@ func (d *doCall[T]) decide() bool {
 		d.p.recordCall(d.n, nil, 0, nil)
 		return false
 	}
+	now := time.Now()
+	server := statedWait(d.err)
 	var wait time.Duration
 	why := stopFinal
 	if d.ctx.Err() == nil && !isPermanent(d.err) {
-		wait, why = d.p.plan(d.p.scheduleWait(d.retries+1, d.lim.hasDeadline()), pause{}, time.Now(), d.lim)
+		wait, why = d.p.plan(d.p.scheduleWait(d.retries+1, d.lim.hasDeadline()), server, now, d.lim)
 	}
 	d.p.recordCall(d.n, d.err, wait, why.reason(d.ctx))
 	if d.why = why; why != stopNone {
 		return false
 	}
+	d.server = time.Time{}
+	if server.set {
+		d.server = now.Add(server.d)
+	}
 	d.wait = wait
 	d.retries++
 	return true
+}
+
+// waitStater is an error that states how long to wait before the next
+// call (see Do).
+type waitStater interface {
+	RetryAfter() time.Duration
+}
+
+// statedWait returns the wait err states (see Do): that of the first
+// error in its chain with a RetryAfter method, at least zero; unset if
+// none has one.
+func statedWait(err error) pause {
+	var w waitStater
+	if !errors.As(err, &w) {
+		return pause{}
+	}
+	return pause{d: max(0, w.RetryAfter()), set: true}
 }
 
 // exhausted is the record an Asker is shown when a round's retries are
