@@ -104,7 +104,9 @@ func (c *call) send() {
 	probe, err := c.gk.admit(c.f.Context, a)
 	c.probe = probe
 	if err != nil {
-		c.resp, c.err, c.fault, c.refused = nil, err, false, true
+		c.resp, c.err = nil, err
+		c.fault = false // the gatekeeper's refusal is not the request's fault
+		c.refused = true
 		return
 	}
 	defer c.gk.sent()
