@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,7 +74,7 @@ func newCoordinator(cfg Coordination) (*coordinator, func()) {
 	if co.local == nil {
 		return co, stop
 	}
-	stopLocal := co.local.Watch(co.notice)
+	stopLocal := co.local.Watch(co.noticeFallback)
 	return co, func() { stop(); stopLocal() }
 }
 
@@ -107,9 +108,17 @@ type keyState struct {
 	sending inflight     // attempts in flight (sent, no result yet); never closed
 	leased  atomic.Int32 // of those, the ones holding a send lease
 	cost    atomic.Int64 // tokens one request is known to take (0: unknown)
-	tallied atomic.Int64 // the count of unleased attempts last told to the store
+	tallied atomic.Int64 // the count of unleased attempts last told to the store; -1: tell the next
 	tmu     sync.Mutex   // orders the counts told to the store (tallyInto)
 	woken   atomic.Int64 // held calls woken, ever: what a change costs
+
+	// After the shared store failed for the key: fellBack says the key
+	// used the in-process fallback since it last used the shared store;
+	// owed holds the shared store's leases ended meanwhile, to end there
+	// when it answers again (see let).
+	fellBack atomic.Bool
+	omu      sync.Mutex
+	owed     []owedLease
 
 	mu      sync.Mutex // guards waiters and cand
 	waiters []*waiter  // calls held at the gate
@@ -119,9 +128,20 @@ type keyState struct {
 // view is the facts of a key as this process last learnt them.
 type view struct {
 	Facts
-	at   time.Time // when they were learnt
-	busy bool      // a fact was live then
+	at       time.Time // when they were learnt
+	busy     bool      // a fact was live then
+	fallback bool      // they came from the in-process fallback
 }
+
+// source says which store facts came from: the shared one (or the
+// in-process store of a Transport without Coordination.Store), or the
+// in-process fallback used while the shared one fails.
+type source int8
+
+const (
+	fromShared source = iota
+	fromFallback
+)
 
 // live reports whether any of f's facts is live at now.
 func live(f Facts, now time.Time) bool {
@@ -152,16 +172,20 @@ func (k *keyState) quiet() bool {
 	return v == nil || !v.busy
 }
 
-// learn takes f as the key's facts if they are newer than the view (or
-// the view is older than versionHold, when its store may have started the
-// key's versions again), and reports whether the view changed.
-func (k *keyState) learn(f Facts, now time.Time) bool {
+// learn takes f, from src, as the key's facts if they are newer than the
+// view (or the view is older than versionHold, when its store may have
+// started the key's versions again), and reports whether the view
+// changed. The shared store's facts replace the fallback's whatever their
+// versions: the two stores number their versions apart.
+func (k *keyState) learn(f Facts, now time.Time, src source) bool {
 	for {
 		old := k.view.Load()
-		if old != nil && (f == old.Facts || f.Version <= old.Version && now.Sub(old.at) < versionHold) {
+		newer := old == nil || f.Version > old.Version || now.Sub(old.at) >= versionHold ||
+			old.fallback && src == fromShared
+		if old != nil && (f == old.Facts && old.fallback == (src == fromFallback) || !newer) {
 			return false
 		}
-		if k.view.CompareAndSwap(old, &view{Facts: f, at: now, busy: live(f, now)}) {
+		if k.view.CompareAndSwap(old, &view{Facts: f, at: now, busy: live(f, now), fallback: src == fromFallback}) {
 			return true
 		}
 	}
@@ -199,7 +223,7 @@ func (co *coordinator) insert(id keyID, req *http.Request) *keyState {
 	if !loaded {
 		co.names.Store(k.name, k)
 		if f, ok := co.noticed(k.name, now); ok {
-			co.learnt(k, co.clamp(f, now), now)
+			co.learnt(k, co.clamp(f, now), now, fromShared)
 		}
 		co.maybeSweep(now)
 	}
@@ -266,7 +290,7 @@ func (co *coordinator) notice(name string, f Facts) {
 	if v, ok := co.names.Load(name); ok {
 		k := v.(*keyState)
 		k.read.Store(now.UnixNano())
-		co.learnt(k, f, now)
+		co.learnt(k, f, now, fromShared)
 		return
 	}
 	// Not a key this process uses: keep what is live, for its first call.
@@ -291,6 +315,15 @@ func (co *coordinator) notice(name string, f Facts) {
 	co.unknown[name] = f
 }
 
+// noticeFallback is the in-process fallback's Watch callback: facts of a
+// key this process used it for.
+func (co *coordinator) noticeFallback(name string, f Facts) {
+	if v, ok := co.names.Load(name); ok && name != "" {
+		now := time.Now()
+		co.learnt(v.(*keyState), co.clamp(f, now), now, fromFallback)
+	}
+}
+
 // noticed returns, and forgets, the live facts a notice told of the key
 // name before this process used it.
 func (co *coordinator) noticed(name string, now time.Time) (Facts, bool) {
@@ -301,12 +334,12 @@ func (co *coordinator) noticed(name string, now time.Time) (Facts, bool) {
 	return f, ok && live(f, now)
 }
 
-// learnt takes f as k's facts and wakes the calls held on k that the
-// change concerns: all of them when the key is free, else the one that
-// probes next.
-func (co *coordinator) learnt(k *keyState, f Facts, now time.Time) {
+// learnt takes f, from src, as k's facts and wakes the calls held on k
+// that the change concerns: all of them when the key is free, else the one
+// that probes next.
+func (co *coordinator) learnt(k *keyState, f Facts, now time.Time, src source) {
 	was := k.view.Load()
-	if !k.learn(f, now) {
+	if !k.learn(f, now, src) {
 		return
 	}
 	free := !f.Down(now) && !f.Waiting(now)
@@ -352,28 +385,141 @@ func (co *coordinator) store(k *keyState, now time.Time) Store {
 // values but never its cancellation: a lease must be released even after
 // the caller gave up. It reports what op did; on the fallback, op always
 // succeeds.
+//
+// A key that used the fallback is made whole at its next success on the
+// shared store: the leases ended meanwhile are ended there too, and the
+// count of its attempts in flight without a lease is told again.
 func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op func(context.Context, Store) (Facts, bool, error)) bool {
 	ctx = context.WithoutCancel(ctx)
 	s := co.store(k, now)
 	f, ok, err := op(ctx, s)
-	if err != nil && s != co.local && co.local != nil {
+	src := fromShared
+	switch {
+	case err != nil && s != co.local && co.local != nil:
 		until := now.Add(co.cfg.ProbeInterval).UnixNano()
 		if errors.Is(err, ErrStoreUnreachable) {
 			co.fallback.Store(until)
 		} else {
 			k.fallback.Store(until)
 		}
-		co.local.adopt(k.name, k.facts(now), now)
+		co.fallBack(ctx, k, now)
 		f, ok, err = op(ctx, co.local)
+		src = fromFallback
 		k.read.Store(unread) // notices may be missed meanwhile: read it again after
-	} else if err == nil && s == co.shared && co.local != nil {
+	case s == co.local && co.local != nil:
+		src = fromFallback
+	case err == nil && co.local != nil:
 		k.read.Store(time.Now().UnixNano())
 	}
 	if err != nil {
 		return false // the in-process store does not fail
 	}
-	co.learnt(k, co.clamp(f, now), now)
+	co.learnt(k, co.clamp(f, now), now, src)
+	if src == fromShared && k.fellBack.Load() && k.fellBack.CompareAndSwap(true, false) {
+		co.restore(ctx, k, now)
+	}
 	return ok
+}
+
+// fallBack readies the in-process fallback for k, whose shared store just
+// failed: it takes the key's facts as this process last learnt them, with
+// the rest of the fleet's calls in flight as last counted (they go on,
+// unheard of, until the shared store answers again or the count lapses),
+// and this process's own count.
+func (co *coordinator) fallBack(ctx context.Context, k *keyState, now time.Time) {
+	k.fellBack.Store(true)
+	f := k.facts(now)
+	rest := 0
+	if v := k.view.Load(); v != nil && !v.fallback {
+		// The shared store's count includes this process's tally as last
+		// told; its attempts under the shared store's leases stay in it.
+		rest = max(0, f.InFlight-int(k.tallied.Load()))
+	}
+	co.local.adopt(k.name, f, fleetOwner, rest, now.Add(capLifeMul*co.cfg.ProbeInterval), now)
+	if k.unleased() > 0 && f.Capped(now) {
+		r := Report{At: now}
+		co.tallyInto(k, &r, now)
+		_, _ = co.local.Report(ctx, k.name, r) // learnt by its notice
+	}
+}
+
+// fleetOwner is the owner of the tally the in-process fallback keeps for
+// the rest of the fleet (see fallBack): no process's name.
+const fleetOwner = "fleet"
+
+// restore makes the shared store whole after k used the fallback: it ends
+// there the leases ended meanwhile (a lease this fails to end lapses at
+// its end) and tells it this process's count of attempts in flight
+// without a lease.
+func (co *coordinator) restore(ctx context.Context, k *keyState, now time.Time) {
+	k.omu.Lock()
+	owed := k.owed
+	k.owed = nil
+	k.omu.Unlock()
+	for _, o := range owed {
+		if now.Sub(o.at) >= retryLease {
+			continue // lapsed
+		}
+		if _, err := co.shared.Release(ctx, k.name, o.holder, now); err != nil {
+			break // failing again: the rest lapse at their ends
+		}
+	}
+	if k.tallied.Load() != 0 || k.facts(now).Capped(now) {
+		k.tallied.Store(-1)
+		co.tally(ctx, k, now)
+	}
+}
+
+// owedLease is a lease of the shared store ended while the store failed.
+type owedLease struct {
+	holder string
+	at     time.Time // when it was ended
+}
+
+// maxOwed bounds a key's owed leases; beyond it the oldest are left to
+// lapse at their ends.
+const maxOwed = 256
+
+// localMark ends the name of a lease the in-process fallback granted, so
+// that it is ended there (see let).
+const localMark = "~fallback"
+
+// leaseName returns the name holder asks s for a lease under.
+func (co *coordinator) leaseName(holder string, s Store) string {
+	if co.local != nil && s == co.local {
+		return holder + localMark
+	}
+	return holder
+}
+
+// let ends the lease holder holds on k at the store that granted it. A
+// lease of the shared store ended while that store fails is owed: ended
+// there when it answers again (see restore).
+func (co *coordinator) let(ctx context.Context, k *keyState, holder string, now time.Time) {
+	if co.local != nil && strings.HasSuffix(holder, localMark) && co.store(k, now) != co.local {
+		_, _ = co.local.Release(context.WithoutCancel(ctx), k.name, holder, now)
+		return
+	}
+	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		if s == co.local && co.local != nil && !strings.HasSuffix(holder, localMark) {
+			// The fallback counts the lease among the fleet's calls.
+			k.owe(holder, now)
+			co.local.uncount(k.name, fleetOwner, now)
+		}
+		f, err := s.Release(ctx, k.name, holder, now)
+		return f, true, err
+	})
+}
+
+// owe notes that the shared store's lease holder ended at now, while the
+// store failed.
+func (k *keyState) owe(holder string, now time.Time) {
+	k.omu.Lock()
+	defer k.omu.Unlock()
+	if len(k.owed) >= maxOwed {
+		k.owed = k.owed[1:]
+	}
+	k.owed = append(k.owed, owedLease{holder: holder, at: now})
 }
 
 // unread marks in keyState.read a key whose notices may have been lost:
@@ -514,6 +660,8 @@ func (co *coordinator) tally(ctx context.Context, k *keyState, now time.Time) {
 	n := int64(k.unleased())
 	told := k.tallied.Load()
 	switch {
+	case told < 0:
+		// Told to another store last (see restore): tell this one.
 	case told == 0 && (n == 0 || !k.facts(now).Capped(now)):
 		return
 	case told > 0 && n >= told:

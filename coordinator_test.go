@@ -512,3 +512,155 @@ func TestCoordinatedQuietKeyMakesNoStoreCall(t *testing.T) {
 		assert.Zero(t, counted.loads.Load())
 	})
 }
+
+// outageStore fails every operation with ErrStoreUnreachable while down,
+// as a Redis store does when its calls overrun their Timeout.
+type outageStore struct {
+	Store
+	down atomic.Bool
+}
+
+func (s *outageStore) fail() error {
+	if s.down.Load() {
+		return fmt.Errorf("test: %w", ErrStoreUnreachable)
+	}
+	return nil
+}
+
+func (s *outageStore) Load(ctx context.Context, key string, now time.Time) (Facts, error) {
+	if err := s.fail(); err != nil {
+		return Facts{}, err
+	}
+	return s.Store.Load(ctx, key, now)
+}
+
+func (s *outageStore) Report(ctx context.Context, key string, r Report) (Facts, error) {
+	if err := s.fail(); err != nil {
+		return Facts{}, err
+	}
+	return s.Store.Report(ctx, key, r)
+}
+
+func (s *outageStore) TakeSend(ctx context.Context, key string, l Lease, limit int) (Facts, time.Time, bool, error) {
+	if err := s.fail(); err != nil {
+		return Facts{}, time.Time{}, false, err
+	}
+	return s.Store.TakeSend(ctx, key, l, limit)
+}
+
+func (s *outageStore) Release(ctx context.Context, key, holder string, now time.Time) (Facts, error) {
+	if err := s.fail(); err != nil {
+		return Facts{}, err
+	}
+	return s.Store.Release(ctx, key, holder, now)
+}
+
+// takeSend asks co's store for a send lease on k under limit, as the gate
+// does, and returns its holder ("" if refused).
+func takeSend(co *coordinator, k *keyState, limit int) string {
+	now := time.Now()
+	holder := co.holder()
+	if !co.use(context.Background(), k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		holder = co.leaseName(holder, s)
+		f, _, ok, err := s.TakeSend(ctx, k.name, Lease{Holder: holder, At: now, Until: now.Add(time.Hour)}, limit)
+		return f, ok, err
+	}) {
+		return ""
+	}
+	return holder
+}
+
+// A lease is ended at the store that granted it: one the shared store
+// granted, ended while that store fails, is ended there when it answers
+// again (not left to hold a slot of the fleet's limit until its end); one
+// the in-process fallback granted is ended in the fallback, after the
+// shared store is back.
+func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		shared := NewMemoryStore()
+		fs := &outageStore{Store: shared}
+		co, stop := newCoordinator(Coordination{Store: fs, ProbeInterval: time.Second}.resolved())
+		defer stop()
+		req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
+		require.NoError(t, err)
+		k, _ := co.enter(req)
+		inFlight := func(s Store) int {
+			f, err := s.Load(ctx, k.name, time.Now())
+			require.NoError(t, err)
+			return f.InFlight
+		}
+
+		sharedLease := takeSend(co, k, 4)
+		require.NotEmpty(t, sharedLease)
+		require.Equal(t, 1, inFlight(shared))
+
+		fs.down.Store(true)
+		co.let(ctx, k, sharedLease, time.Now()) // fails over to the fallback
+		require.Same(t, co.local, co.store(k, time.Now()))
+		fallbackLease := takeSend(co, k, 4)
+		require.NotEmpty(t, fallbackLease)
+		assert.Equal(t, 1, inFlight(co.local), "the fallback's own lease (the one ended is no longer counted)")
+		assert.Equal(t, 1, inFlight(shared), "the shared store still counts the lease ended while it failed")
+
+		fs.down.Store(false)
+		time.Sleep(time.Second) // the fallback lasts a probe interval
+		require.Same(t, fs, co.store(k, time.Now()))
+		co.let(ctx, k, fallbackLease, time.Now())
+		assert.Zero(t, inFlight(co.local), "the fallback's lease, ended in the fallback")
+		co.use(ctx, k, time.Now(), func(ctx context.Context, s Store) (Facts, bool, error) {
+			f, err := s.Load(ctx, k.name, time.Now())
+			return f, true, err
+		})
+		assert.Zero(t, inFlight(shared), "the owed lease, ended at the shared store's first answer")
+	})
+}
+
+// A process whose shared store fails while its key is limited on calls in
+// flight counts the rest of the fleet's calls as last heard in its
+// fallback (not zero), so that alone it sends only the room they left;
+// when the store answers again, its view is the store's, whatever the
+// fallback numbered its versions.
+func TestCoordinatedFallbackCountsTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		shared := NewMemoryStore()
+		fs := &outageStore{Store: shared}
+		co, stop := newCoordinator(Coordination{Store: fs, ProbeInterval: time.Second}.resolved())
+		defer stop()
+		req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
+		require.NoError(t, err)
+		k, _ := co.enter(req)
+		now := time.Now()
+		// Another process has 3 calls in flight; a 429 cut the limit to 4.
+		_, err = shared.Report(ctx, k.name, Report{At: now, Owner: "other", Unleased: 3, Seq: 1,
+			TallyUntil: now.Add(time.Minute), Cut: true, CapUntil: now.Add(time.Minute)})
+		require.NoError(t, err)
+		_, _, _, err = shared.TakeSend(ctx, k.name, Lease{Holder: "other-1", At: now, Until: now.Add(time.Hour)}, 4)
+		require.NoError(t, err)
+		co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+			f, err := s.Load(ctx, k.name, now)
+			return f, true, err
+		})
+		require.Equal(t, 4, k.facts(now).InFlight)
+		limit := k.facts(now).Cap(now)
+		require.Equal(t, 3, limit, "cut to the 3 in flight then")
+
+		fs.down.Store(true)
+		assert.Empty(t, takeSend(co, k, limit), "no room: the fleet's 4 calls are counted in the fallback")
+		require.Same(t, co.local, co.store(k, time.Now()))
+		assert.NotEmpty(t, takeSend(co, k, limit+2), "room for one more than the fleet's 4")
+		assert.Empty(t, takeSend(co, k, limit+2))
+		assert.True(t, k.view.Load().fallback)
+
+		fs.down.Store(false)
+		time.Sleep(time.Second)
+		co.use(ctx, k, time.Now(), func(ctx context.Context, s Store) (Facts, bool, error) {
+			f, err := s.Load(ctx, k.name, time.Now())
+			return f, true, err
+		})
+		v := k.view.Load()
+		assert.False(t, v.fallback, "the shared store's facts replace the fallback's")
+		assert.Equal(t, 4, v.InFlight, "as the shared store counts")
+	})
+}

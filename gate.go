@@ -81,10 +81,7 @@ func (cc *coordCall) leave() {
 		now := time.Now()
 		for _, h := range [...]string{cc.probe, cc.retry, cc.send} {
 			if h != "" {
-				cc.co.use(cc.req.Context(), cc.k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
-					f, err := s.Release(ctx, cc.k.name, h, now)
-					return f, true, err
-				})
+				cc.co.let(cc.req.Context(), cc.k, h, now)
 			}
 		}
 		cc.probe, cc.retry, cc.send = "", "", ""
@@ -168,11 +165,7 @@ func (cc *coordCall) end(ctx context.Context, resp *http.Response) {
 // for room go.
 // The caller has counted the attempt as no longer leased.
 func (co *coordinator) release(ctx context.Context, k *keyState, holder string) {
-	now := time.Now()
-	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
-		f, err := s.Release(ctx, k.name, holder, now)
-		return f, true, err
-	})
+	co.let(ctx, k, holder, time.Now())
 	k.wakeRoom(1)
 }
 
@@ -462,6 +455,7 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 			holder := cc.co.holder()
 			before := k.view.Load()
 			granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+				holder = cc.co.leaseName(holder, s)
 				return s.TakeProbe(ctx, k.name, Lease{Holder: holder, At: now, Until: now.Add(iv)})
 			})
 			if granted {
@@ -484,6 +478,7 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 				until = earlier(until, latest.Add(time.Second))
 			}
 			if cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+				holder = cc.co.leaseName(holder, s)
 				return s.TakeRetry(ctx, k.name, Lease{Holder: holder, At: now, Until: until}, budget)
 			}) {
 				cc.retry = holder
@@ -576,6 +571,7 @@ func (cc *coordCall) takeSend(ctx context.Context, f Facts, now, latest time.Tim
 	}
 	var slot time.Time
 	granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		holder = cc.co.leaseName(holder, s)
 		f, at, ok, err := s.TakeSend(ctx, k.name, Lease{Holder: holder, At: now, Until: until}, limit)
 		slot = at
 		return f, ok, err
@@ -630,11 +626,7 @@ func (cc *coordCall) sent() {
 	}
 	holder := cc.retry
 	cc.retry = ""
-	now := time.Now()
-	cc.co.use(cc.req.Context(), cc.k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
-		f, err := s.Release(ctx, cc.k.name, holder, now)
-		return f, true, err
-	})
+	cc.co.let(cc.req.Context(), cc.k, holder, time.Now())
 	cc.k.wakeBudget()
 }
 

@@ -295,7 +295,7 @@ func BenchmarkFailedProbe(b *testing.B) {
 		k.unregister(prober) // sent as the probe
 		f.Version++
 		f.NextProbe = f.NextProbe.Add(time.Second)
-		co.learnt(k, f, now)                  // its failure, as the store answers
+		co.learnt(k, f, now, fromShared)      // its failure, as the store answers
 		k.register(prober.left, prober.since) // held again
 		k.mu.Lock()
 		select {

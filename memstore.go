@@ -379,17 +379,41 @@ func (s *memStore) commit(key string, e *memEntry, f Facts, now time.Time, annou
 }
 
 // adopt gives key the facts f — the view a process had when its shared
-// store failed — unless the store knows newer ones of its own.
-func (s *memStore) adopt(key string, f Facts, now time.Time) {
+// store failed — unless the store knows newer ones of its own, and counts
+// rest calls in flight (the rest of the fleet's, as last counted) under
+// owner's tally until until.
+func (s *memStore) adopt(key string, f Facts, owner string, rest int, until, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch e := s.entry(key, now, false); {
+	e := s.entry(key, now, false)
+	switch {
 	case e == nil || e.lapse(now):
-		s.entries[key] = &memEntry{f: f, changed: now}
+		e = &memEntry{f: f, changed: now}
+		s.entries[key] = e
 	case e.f.Version < f.Version:
 		// Left from an earlier fallback: the view is newer.
-		f.Retries, f.InFlight = len(e.retries), e.inFlight()
 		e.f, e.changed = f, now
+	}
+	if rest > 0 && now.Before(until) {
+		if e.tallies == nil {
+			e.tallies = map[string]tally{}
+		}
+		e.tallies[owner] = tally{n: rest, seq: e.tallies[owner].seq, until: until}
+	}
+	e.f.Retries, e.f.InFlight = len(e.retries), e.inFlight()
+}
+
+// uncount takes one call off owner's tally of key (see adopt): a call it
+// counted ended.
+func (s *memStore) uncount(key, owner string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entry(key, now, false); e != nil {
+		if t, ok := e.tallies[owner]; ok && t.n > 0 {
+			t.n--
+			e.tallies[owner] = t
+			e.f.InFlight = e.inFlight()
+		}
 	}
 }
 
