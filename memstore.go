@@ -385,7 +385,7 @@ func (s *memStore) commit(key string, e *memEntry, f Facts, now time.Time, annou
 func (s *memStore) adopt(key string, f Facts, owner string, rest int, until, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.entry(key, now, false)
+	e := s.entry(key, now, existing)
 	switch {
 	case e == nil || e.lapse(now):
 		e = &memEntry{f: f, changed: now}
@@ -408,7 +408,7 @@ func (s *memStore) adopt(key string, f Facts, owner string, rest int, until, now
 func (s *memStore) uncount(key, owner string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.entry(key, now, false); e != nil {
+	if e := s.entry(key, now, existing); e != nil {
 		if t, ok := e.tallies[owner]; ok && t.n > 0 {
 			t.n--
 			e.tallies[owner] = t
