@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"runtime"
 	"time"
+
+	"github.com/llmretry/llmretry/store"
 )
 
 // Defaults applied where a Coordination field is zero.
@@ -138,7 +140,7 @@ type Coordination struct {
 	// of the Transport's own; a shared store (see redisstore) makes every
 	// process that uses it coordinate as one. Transports may share a
 	// Store.
-	Store Store
+	Store store.Store
 }
 
 // Validate reports whether c can be used, naming the first field that

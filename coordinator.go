@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmretry/llmretry/store"
 )
 
 // coordinator is the coordination layer of a Transport made by
@@ -30,7 +32,7 @@ type coordinator struct {
 	owner string        // this coordinator's part of lease holders' names
 	seq   atomic.Uint64 // the rest of them
 
-	shared   Store        // cfg.Store, or the in-process store
+	shared   store.Store  // cfg.Store, or the in-process store
 	local    *memStore    // the fallback while shared fails; nil if shared is in-process
 	fallback atomic.Int64 // until when (Unix ns) the fallback is used for every key
 	maxWait  atomic.Int64 // the longest server wait its calls' policies honour (ns)
@@ -45,7 +47,7 @@ type coordinator struct {
 	// facts are live (at most maxUnknown of them), so that its first call
 	// to such a key knows what the fleet knows without a store call.
 	umu     sync.Mutex
-	unknown map[string]Facts
+	unknown map[string]store.Facts
 }
 
 // maxUnknown bounds the notices kept for keys this process does not use.
@@ -127,7 +129,7 @@ type keyState struct {
 
 // view is the facts of a key as this process last learnt them.
 type view struct {
-	Facts
+	store.Facts
 	at       time.Time // when they were learnt
 	busy     bool      // a fact was live then
 	fallback bool      // they came from the in-process fallback
@@ -144,7 +146,7 @@ const (
 )
 
 // live reports whether any of f's facts is live at now.
-func live(f Facts, now time.Time) bool {
+func live(f store.Facts, now time.Time) bool {
 	return f.Down(now) || f.Probing(now) || f.Waiting(now) || f.Retries > 0 ||
 		f.Paced(now) || f.Capped(now) || f.InFlight > 0
 }
@@ -153,14 +155,14 @@ func live(f Facts, now time.Time) bool {
 // zero Facts when it knows of none still live. A view whose facts have all
 // lapsed is marked quiet, so that the key's next call takes the success
 // path again.
-func (k *keyState) facts(now time.Time) Facts {
+func (k *keyState) facts(now time.Time) store.Facts {
 	v := k.view.Load()
 	if v == nil || !v.busy {
-		return Facts{}
+		return store.Facts{}
 	}
 	if !live(v.Facts, now) {
 		k.view.CompareAndSwap(v, &view{Facts: v.Facts, at: v.at})
-		return Facts{}
+		return store.Facts{}
 	}
 	return v.Facts
 }
@@ -173,14 +175,14 @@ func (k *keyState) quiet() bool {
 }
 
 // learn takes f, from src, as the key's facts if they are newer than the
-// view (or the view is older than versionHold, when its store may have
-// started the key's versions again), and reports whether the view
+// view (or the view is older than store.VersionHold, when its store may
+// have started the key's versions again), and reports whether the view
 // changed. The shared store's facts replace the fallback's whatever their
 // versions: the two stores number their versions apart.
-func (k *keyState) learn(f Facts, now time.Time, src source) bool {
+func (k *keyState) learn(f store.Facts, now time.Time, src source) bool {
 	for {
 		old := k.view.Load()
-		newer := old == nil || f.Version > old.Version || now.Sub(old.at) >= versionHold ||
+		newer := old == nil || f.Version > old.Version || now.Sub(old.at) >= store.VersionHold ||
 			old.fallback && src == fromShared
 		if old != nil && (f == old.Facts && old.fallback == (src == fromFallback) || !newer) {
 			return false
@@ -244,7 +246,7 @@ func (co *coordinator) maybeSweep(now time.Time) {
 
 // sweep is maybeSweep's work, done now; the in-process stores sweep too.
 func (co *coordinator) sweep(now time.Time) {
-	for _, s := range [...]Store{co.shared, co.local} {
+	for _, s := range [...]store.Store{co.shared, co.local} {
 		if ms, ok := s.(*memStore); ok && ms != nil {
 			ms.sweep(now)
 		}
@@ -280,7 +282,7 @@ func (co *coordinator) sweep(now time.Time) {
 }
 
 // notice is the store's Watch callback: a key's facts changed.
-func (co *coordinator) notice(name string, f Facts) {
+func (co *coordinator) notice(name string, f store.Facts) {
 	if name == "" {
 		co.resync()
 		return
@@ -300,7 +302,7 @@ func (co *coordinator) notice(name string, f Facts) {
 	co.umu.Lock()
 	defer co.umu.Unlock()
 	if co.unknown == nil {
-		co.unknown = map[string]Facts{}
+		co.unknown = map[string]store.Facts{}
 	}
 	if old, ok := co.unknown[name]; ok && old.Version >= f.Version {
 		return
@@ -317,7 +319,7 @@ func (co *coordinator) notice(name string, f Facts) {
 
 // noticeFallback is the in-process fallback's Watch callback: facts of a
 // key this process used it for.
-func (co *coordinator) noticeFallback(name string, f Facts) {
+func (co *coordinator) noticeFallback(name string, f store.Facts) {
 	if v, ok := co.names.Load(name); ok && name != "" {
 		now := time.Now()
 		co.learnt(v.(*keyState), co.clamp(f, now), now, fromFallback)
@@ -326,7 +328,7 @@ func (co *coordinator) noticeFallback(name string, f Facts) {
 
 // noticed returns, and forgets, the live facts a notice told of the key
 // name before this process used it.
-func (co *coordinator) noticed(name string, now time.Time) (Facts, bool) {
+func (co *coordinator) noticed(name string, now time.Time) (store.Facts, bool) {
 	co.umu.Lock()
 	defer co.umu.Unlock()
 	f, ok := co.unknown[name]
@@ -337,7 +339,7 @@ func (co *coordinator) noticed(name string, now time.Time) (Facts, bool) {
 // learnt takes f, from src, as k's facts and wakes the calls held on k
 // that the change concerns: all of them when the key is free, else the one
 // that probes next.
-func (co *coordinator) learnt(k *keyState, f Facts, now time.Time, src source) {
+func (co *coordinator) learnt(k *keyState, f store.Facts, now time.Time, src source) {
 	was := k.view.Load()
 	if !k.learn(f, now, src) {
 		return
@@ -371,7 +373,7 @@ func (co *coordinator) learnt(k *keyState, f Facts, now time.Time, src source) {
 
 // store returns the store to use for k at now: the shared one, or the
 // fallback while the shared one fails for k or for every key.
-func (co *coordinator) store(k *keyState, now time.Time) Store {
+func (co *coordinator) store(k *keyState, now time.Time) store.Store {
 	if co.local != nil && (now.UnixNano() < co.fallback.Load() || now.UnixNano() < k.fallback.Load()) {
 		return co.local
 	}
@@ -389,7 +391,7 @@ func (co *coordinator) store(k *keyState, now time.Time) Store {
 // A key that used the fallback is made whole at its next success on the
 // shared store: the leases ended meanwhile are ended there too, and the
 // count of its attempts in flight without a lease is told again.
-func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op func(context.Context, Store) (Facts, bool, error)) bool {
+func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op func(context.Context, store.Store) (store.Facts, bool, error)) bool {
 	ctx = context.WithoutCancel(ctx)
 	s := co.store(k, now)
 	f, ok, err := op(ctx, s)
@@ -397,7 +399,7 @@ func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op f
 	switch {
 	case err != nil && s != co.local && co.local != nil:
 		until := now.Add(co.cfg.ProbeInterval).UnixNano()
-		if errors.Is(err, ErrStoreUnreachable) {
+		if errors.Is(err, store.ErrUnreachable) {
 			co.fallback.Store(until)
 		} else {
 			k.fallback.Store(until)
@@ -437,7 +439,7 @@ func (co *coordinator) fallBack(ctx context.Context, k *keyState, now time.Time)
 	}
 	co.local.adopt(k.name, f, fleetOwner, rest, now.Add(capLifeMul*co.cfg.ProbeInterval), now)
 	if k.unleased() > 0 && f.Capped(now) {
-		r := Report{At: now}
+		r := store.Report{At: now}
 		co.tallyInto(k, &r, now)
 		_, _ = co.local.Report(ctx, k.name, r) // learnt by its notice
 	}
@@ -485,7 +487,7 @@ const maxOwed = 256
 const localMark = "~fallback"
 
 // leaseName returns the name holder asks s for a lease under.
-func (co *coordinator) leaseName(holder string, s Store) string {
+func (co *coordinator) leaseName(holder string, s store.Store) string {
 	if co.local != nil && s == co.local {
 		return holder + localMark
 	}
@@ -500,7 +502,7 @@ func (co *coordinator) let(ctx context.Context, k *keyState, holder string, now 
 		_, _ = co.local.Release(context.WithoutCancel(ctx), k.name, holder, now)
 		return
 	}
-	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+	co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 		if s == co.local && co.local != nil && !strings.HasSuffix(holder, localMark) {
 			// The fallback counts the lease among the fleet's calls.
 			k.owe(holder, now)
@@ -553,7 +555,7 @@ func (co *coordinator) refresh(ctx context.Context, k *keyState) {
 	if now.UnixNano()-last < int64(co.cfg.ProbeInterval) || co.store(k, now) != co.shared || !k.read.CompareAndSwap(last, now.UnixNano()) {
 		return // read lately, or in-process for now: read when the store is back
 	}
-	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+	co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 		f, err := s.Load(ctx, k.name, now)
 		return f, true, err
 	})
@@ -577,7 +579,7 @@ func (co *coordinator) honours(d time.Duration) {
 // no process of the fleet wrote (a forged notice, a rewritten record)
 // then holds calls no longer than the fleet's own facts could; what is
 // read again once it is gone leaves no trace.
-func (co *coordinator) clamp(f Facts, now time.Time) Facts {
+func (co *coordinator) clamp(f store.Facts, now time.Time) store.Facts {
 	iv := co.cfg.ProbeInterval
 	if lim := now.Add(iv); f.ProbeUntil.After(lim) {
 		f.ProbeUntil = lim
@@ -639,7 +641,7 @@ func (co *coordinator) growStep() time.Duration {
 
 // tallyInto fills r with this process's tally of k at now: its attempts
 // in flight without a send lease, as its next count.
-func (co *coordinator) tallyInto(k *keyState, r *Report, now time.Time) {
+func (co *coordinator) tallyInto(k *keyState, r *store.Report, now time.Time) {
 	// The count and its number are taken together, so that a later count
 	// never carries an earlier number (a count read low a moment ago, sent
 	// after a higher one, would read as a rise).
@@ -670,10 +672,10 @@ func (co *coordinator) tally(ctx context.Context, k *keyState, now time.Time) {
 		// raises the limit).
 		return
 	}
-	var r Report
+	var r store.Report
 	r.At = now
 	co.tallyInto(k, &r, now)
-	co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+	co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 		f, err := s.Report(ctx, k.name, r)
 		return f, true, err
 	})
@@ -681,7 +683,7 @@ func (co *coordinator) tally(ctx context.Context, k *keyState, now time.Time) {
 
 // nextGrowth returns when the key's limit on calls in flight grows next
 // (the zero time if it does not).
-func nextGrowth(f Facts, now time.Time) time.Time {
+func nextGrowth(f store.Facts, now time.Time) time.Time {
 	if f.Grow <= 0 || now.Before(f.CutAt) {
 		return time.Time{}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +24,7 @@ import (
 type keyStats struct {
 	calls   int32
 	waiters int
-	facts   Facts
+	facts   store.Facts
 }
 
 // stats returns the keys this coordinator knows, by the store's name, and
@@ -117,7 +118,7 @@ func TestCoordinatedSilenceLeavesNothing(t *testing.T) {
 		for name, k := range st {
 			assert.Zero(t, k.calls, name)
 			assert.Zero(t, k.waiters, name)
-			assert.Equal(t, Facts{}, k.facts, name)
+			assert.Equal(t, store.Facts{}, k.facts, name)
 		}
 		assert.Zero(t, coordOf(rt).shared.(*memStore).size(), "the store forgot every key")
 	})
@@ -188,10 +189,10 @@ func TestCoordinatedForgetsOneOffKeys(t *testing.T) {
 func TestCoordinatedSharedStoreHoldsAColdTransport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newFlaky(fail(429, "Retry-After", "5"), 0, window{0, time.Nanosecond})
-		store := NewMemoryStore()
-		a, err := NewCoordinated(p, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}, Coordination{Store: store})
+		st := NewMemoryStore()
+		a, err := NewCoordinated(p, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}, Coordination{Store: st})
 		require.NoError(t, err)
-		b, err := NewCoordinated(p, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}, Coordination{Store: store})
+		b, err := NewCoordinated(p, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}, Coordination{Store: st})
 		require.NoError(t, err)
 		done := make(chan error, 1)
 		go func() { done <- callMany(t, a, p.start, 1, 0, time.Minute, nil)[0].err }()
@@ -210,37 +211,37 @@ func TestCoordinatedSharedStoreHoldsAColdTransport(t *testing.T) {
 // forgetfulStore is a store that has lost its versions: every answer and
 // notice says Version 0, as a store restarted empty may.
 type forgetfulStore struct {
-	Store
+	store.Store
 	probes int
 	mu     sync.Mutex
 }
 
-func (s *forgetfulStore) Report(ctx context.Context, key string, r Report) (Facts, error) {
+func (s *forgetfulStore) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
 	f, err := s.Store.Report(ctx, key, r)
 	f.Version = 0
 	return f, err
 }
 
-func (s *forgetfulStore) Watch(fn func(string, Facts)) func() {
-	return s.Store.Watch(func(key string, f Facts) {
+func (s *forgetfulStore) Watch(fn func(string, store.Facts)) func() {
+	return s.Store.Watch(func(key string, f store.Facts) {
 		f.Version = 0
 		fn(key, f)
 	})
 }
 
-func (s *forgetfulStore) Load(ctx context.Context, key string, now time.Time) (Facts, error) {
+func (s *forgetfulStore) Load(ctx context.Context, key string, now time.Time) (store.Facts, error) {
 	f, err := s.Store.Load(ctx, key, now)
 	f.Version = 0
 	return f, err
 }
 
-func (s *forgetfulStore) Release(ctx context.Context, key, holder string, now time.Time) (Facts, error) {
+func (s *forgetfulStore) Release(ctx context.Context, key, holder string, now time.Time) (store.Facts, error) {
 	f, err := s.Store.Release(ctx, key, holder, now)
 	f.Version = 0
 	return f, err
 }
 
-func (s *forgetfulStore) TakeProbe(ctx context.Context, key string, l Lease) (Facts, bool, error) {
+func (s *forgetfulStore) TakeProbe(ctx context.Context, key string, l store.Lease) (store.Facts, bool, error) {
 	s.mu.Lock()
 	s.probes++
 	s.mu.Unlock()
@@ -255,8 +256,8 @@ func (s *forgetfulStore) TakeProbe(ctx context.Context, key string, l Lease) (Fa
 func TestCoordinatedNoSpinOnStaleAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newFlaky(fail(502), 0, window{0, time.Hour})
-		store := &forgetfulStore{Store: NewMemoryStore()}
-		rt, err := NewCoordinated(p, Policy{Reserve: 10 * time.Millisecond}, Coordination{Store: store, ProbeInterval: 200 * time.Millisecond})
+		st := &forgetfulStore{Store: NewMemoryStore()}
+		rt, err := NewCoordinated(p, Policy{Reserve: 10 * time.Millisecond}, Coordination{Store: st, ProbeInterval: 200 * time.Millisecond})
 		require.NoError(t, err)
 		// One call takes the probe and hangs on to it (never reported
 		// within the test); another is refused the lease over and over.
@@ -264,10 +265,10 @@ func TestCoordinatedNoSpinOnStaleAnswers(t *testing.T) {
 		for _, r := range results {
 			require.Error(t, r.err)
 		}
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		t.Logf("probes asked: %d, arrivals %v", store.probes, p.arrivals())
-		assert.Less(t, store.probes, 50, "asked for the probe lease %d times in 500 ms", store.probes)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		t.Logf("probes asked: %d, arrivals %v", st.probes, p.arrivals())
+		assert.Less(t, st.probes, 50, "asked for the probe lease %d times in 500 ms", st.probes)
 	})
 }
 
@@ -275,18 +276,18 @@ func TestCoordinatedNoSpinOnStaleAnswers(t *testing.T) {
 // nobody probes and the probe is due, under a new version each time: a
 // store whose records no process of the fleet wrote.
 type liarStore struct {
-	Store
+	store.Store
 	mu     sync.Mutex
 	probes int
 	v      uint64
 }
 
-func (s *liarStore) TakeProbe(_ context.Context, _ string, l Lease) (Facts, bool, error) {
+func (s *liarStore) TakeProbe(_ context.Context, _ string, l store.Lease) (store.Facts, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.probes++
 	s.v++
-	return Facts{Version: 1e6 + s.v, DownSince: l.At.Add(-time.Second), DownUntil: l.At.Add(time.Hour), NextProbe: l.At.Add(-time.Millisecond)}, false, nil
+	return store.Facts{Version: 1e6 + s.v, DownSince: l.At.Add(-time.Second), DownUntil: l.At.Add(time.Hour), NextProbe: l.At.Add(-time.Millisecond)}, false, nil
 }
 
 // A refused lease whose answer contradicts itself never spins, and every
@@ -296,8 +297,8 @@ func (s *liarStore) TakeProbe(_ context.Context, _ string, l Lease) (Facts, bool
 func TestCoordinatedRefusedLeaseNeverSpins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newFlaky(fail(502), 0, window{0, time.Hour})
-		store := &liarStore{Store: NewMemoryStore()}
-		rt, err := NewCoordinated(p, Policy{Reserve: 10 * time.Millisecond}, Coordination{Store: store, ProbeInterval: 200 * time.Millisecond})
+		st := &liarStore{Store: NewMemoryStore()}
+		rt, err := NewCoordinated(p, Policy{Reserve: 10 * time.Millisecond}, Coordination{Store: st, ProbeInterval: 200 * time.Millisecond})
 		require.NoError(t, err)
 		start := time.Now()
 		results := callMany(t, rt, p.start, 3, 0, time.Second, nil)
@@ -305,26 +306,26 @@ func TestCoordinatedRefusedLeaseNeverSpins(t *testing.T) {
 			require.Error(t, r.err)
 		}
 		assert.LessOrEqual(t, time.Since(start), time.Second)
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		assert.LessOrEqual(t, store.probes, 3*5*5+3, "asked for the probe lease %d times in 1 s (5 probe intervals)", store.probes)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		assert.LessOrEqual(t, st.probes, 3*5*5+3, "asked for the probe lease %d times in 1 s (5 probe intervals)", st.probes)
 	})
 }
 
 // keyFailStore fails every operation on one key, as a Redis key of the
 // wrong type would, or every key with ErrStoreUnreachable.
 type keyFailStore struct {
-	Store
+	store.Store
 	bad  string
 	wide bool
 }
 
-func (s *keyFailStore) Report(ctx context.Context, key string, r Report) (Facts, error) {
+func (s *keyFailStore) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
 	if key == s.bad {
 		if s.wide {
-			return Facts{}, fmt.Errorf("test: %w", ErrStoreUnreachable)
+			return store.Facts{}, fmt.Errorf("test: %w", store.ErrUnreachable)
 		}
-		return Facts{}, errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+		return store.Facts{}, errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
 	}
 	return s.Store.Report(ctx, key, r)
 }
@@ -347,8 +348,8 @@ func TestCoordinatedKeyFailsAlone(t *testing.T) {
 			ky, _ := co.enter(req("y"))
 			fs.bad = kx.name
 			now := time.Now()
-			co.use(context.Background(), kx, now, func(ctx context.Context, s Store) (Facts, bool, error) {
-				f, err := s.Report(ctx, kx.name, Report{At: now, Evidence: ProviderDown, DownFor: time.Minute, NextProbe: now})
+			co.use(context.Background(), kx, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+				f, err := s.Report(ctx, kx.name, store.Report{At: now, Evidence: store.ProviderDown, DownFor: time.Minute, NextProbe: now})
 				return f, true, err
 			})
 			assert.Same(t, co.local, co.store(kx, now), "the failing key")
@@ -371,7 +372,7 @@ func TestCoordinatedClampsFacts(t *testing.T) {
 	defer stop()
 	now := time.Now()
 	far := now.Add(10 * 365 * 24 * time.Hour)
-	f := co.clamp(Facts{DownSince: far, DownUntil: far, NextProbe: far, Prober: "evil", ProbeUntil: far, WaitUntil: far, Retries: -3}, now)
+	f := co.clamp(store.Facts{DownSince: far, DownUntil: far, NextProbe: far, Prober: "evil", ProbeUntil: far, WaitUntil: far, Retries: -3}, now)
 	assert.Equal(t, now, f.DownSince)
 	assert.Equal(t, now.Add(4*time.Second), f.DownUntil)
 	assert.Equal(t, now.Add(time.Second), f.NextProbe)
@@ -380,10 +381,10 @@ func TestCoordinatedClampsFacts(t *testing.T) {
 	assert.Zero(t, f.Retries)
 	// A wait the calls honour stays.
 	w := now.Add(time.Minute)
-	assert.Equal(t, w, co.clamp(Facts{WaitUntil: w}, now).WaitUntil)
+	assert.Equal(t, w, co.clamp(store.Facts{WaitUntil: w}, now).WaitUntil)
 	co.honours(time.Hour)
 	w = now.Add(30 * time.Minute)
-	assert.Equal(t, w, co.clamp(Facts{WaitUntil: w}, now).WaitUntil)
+	assert.Equal(t, w, co.clamp(store.Facts{WaitUntil: w}, now).WaitUntil)
 }
 
 // A pace and a limit on calls in flight read from a shared store are
@@ -399,28 +400,28 @@ func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
 	far := now.Add(10 * 365 * 24 * time.Hour)
 	wait := DefaultMaxRetryAfter
 
-	f := co.clamp(Facts{Burst: 10, Every: 10 * 365 * 24 * time.Hour, Full: far}, now)
+	f := co.clamp(store.Facts{Burst: 10, Every: 10 * 365 * 24 * time.Hour, Full: far}, now)
 	assert.Zero(t, f.Every, "a pace slower than any call honours is none")
 	assert.True(t, f.Full.IsZero())
-	f = co.clamp(Facts{Burst: 10, Every: time.Second, Full: far}, now)
+	f = co.clamp(store.Facts{Burst: 10, Every: time.Second, Full: far}, now)
 	assert.Equal(t, now.Add(wait+time.Second), f.Full, "full no further than any call reaches")
 	co.reaches(time.Hour)
-	f = co.clamp(Facts{Burst: 10, Every: time.Second, Full: far}, now)
+	f = co.clamp(store.Facts{Burst: 10, Every: time.Second, Full: far}, now)
 	assert.Equal(t, now.Add(time.Hour+time.Second), f.Full)
-	assert.Zero(t, co.clamp(Facts{Burst: -1, Every: time.Second, Full: far}, now).Every, "a negative burst is no pace")
-	assert.Zero(t, co.clamp(Facts{Burst: maxBurst + 1, Every: time.Second, Full: far}, now).Every)
+	assert.Zero(t, co.clamp(store.Facts{Burst: -1, Every: time.Second, Full: far}, now).Every, "a negative burst is no pace")
+	assert.Zero(t, co.clamp(store.Facts{Burst: maxBurst + 1, Every: time.Second, Full: far}, now).Every)
 
-	f = co.clamp(Facts{MaxInFlight: 1 << 40, CapUntil: far, CutAt: far, Grow: time.Nanosecond}, now)
+	f = co.clamp(store.Facts{MaxInFlight: 1 << 40, CapUntil: far, CutAt: far, Grow: time.Nanosecond}, now)
 	assert.Zero(t, f.MaxInFlight, "a limit no provider has is none")
 	assert.True(t, f.CapUntil.IsZero())
-	f = co.clamp(Facts{MaxInFlight: 8, CapUntil: far, CutAt: far, Grow: time.Nanosecond, InFlight: -5}, now)
+	f = co.clamp(store.Facts{MaxInFlight: 8, CapUntil: far, CutAt: far, Grow: time.Nanosecond, InFlight: -5}, now)
 	assert.Equal(t, 8, f.MaxInFlight)
 	assert.Equal(t, now, f.CutAt)
 	assert.Equal(t, now.Add(capLifeMul*time.Second), f.CapUntil)
 	assert.Equal(t, time.Second/5, f.Grow, "no faster than a fifth of a probe interval")
 	assert.Zero(t, f.InFlight)
-	assert.Equal(t, maxBurst, co.clamp(Facts{InFlight: 1 << 40}, now).InFlight, "no count of calls in flight beyond any provider's")
-	f = co.clamp(Facts{MaxInFlight: 8, CapUntil: now.Add(time.Minute), CutAt: now, Grow: 100 * time.Hour}, now)
+	assert.Equal(t, maxBurst, co.clamp(store.Facts{InFlight: 1 << 40}, now).InFlight, "no count of calls in flight beyond any provider's")
+	f = co.clamp(store.Facts{MaxInFlight: 8, CapUntil: now.Add(time.Minute), CutAt: now, Grow: 100 * time.Hour}, now)
 	assert.Equal(t, co.growStep(), f.Grow)
 	assert.Equal(t, 8, f.Cap(now.Add(co.growStep()-1)))
 	assert.Equal(t, 9, f.Cap(now.Add(co.growStep())), "not so slow it never grows")
@@ -430,12 +431,12 @@ func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
 // reconnect, which says, as a store that made its subscription again says,
 // that notices may have been lost.
 type deafStore struct {
-	Store
+	store.Store
 	mu sync.Mutex
-	fn func(string, Facts)
+	fn func(string, store.Facts)
 }
 
-func (d *deafStore) Watch(fn func(string, Facts)) func() {
+func (d *deafStore) Watch(fn func(string, store.Facts)) func() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.fn = fn
@@ -446,16 +447,16 @@ func (d *deafStore) reconnect() {
 	d.mu.Lock()
 	fn := d.fn
 	d.mu.Unlock()
-	fn("", Facts{})
+	fn("", store.Facts{})
 }
 
 // countingStore counts the loads made through it.
 type countingStore struct {
-	Store
+	store.Store
 	loads atomic.Int64
 }
 
-func (c *countingStore) Load(ctx context.Context, key string, now time.Time) (Facts, error) {
+func (c *countingStore) Load(ctx context.Context, key string, now time.Time) (store.Facts, error) {
 	c.loads.Add(1)
 	return c.Store.Load(ctx, key, now)
 }
@@ -468,11 +469,11 @@ func (c *countingStore) Load(ctx context.Context, key string, now time.Time) (Fa
 func TestCoordinatedDeafProcessRereads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newFlaky(fail(429, "Retry-After", "5"), 0, window{time.Second, time.Second + time.Nanosecond})
-		store := NewMemoryStore()
+		st := NewMemoryStore()
 		policy := Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}
-		a, err := NewCoordinated(p, policy, Coordination{Store: store, ProbeInterval: time.Second})
+		a, err := NewCoordinated(p, policy, Coordination{Store: st, ProbeInterval: time.Second})
 		require.NoError(t, err)
-		counted := &countingStore{Store: store}
+		counted := &countingStore{Store: st}
 		deaf := &deafStore{Store: counted}
 		b, err := NewCoordinated(p, policy, Coordination{Store: deaf, ProbeInterval: time.Second})
 		require.NoError(t, err)
@@ -516,41 +517,41 @@ func TestCoordinatedQuietKeyMakesNoStoreCall(t *testing.T) {
 // outageStore fails every operation with ErrStoreUnreachable while down,
 // as a Redis store does when its calls overrun their Timeout.
 type outageStore struct {
-	Store
+	store.Store
 	down atomic.Bool
 }
 
 func (s *outageStore) fail() error {
 	if s.down.Load() {
-		return fmt.Errorf("test: %w", ErrStoreUnreachable)
+		return fmt.Errorf("test: %w", store.ErrUnreachable)
 	}
 	return nil
 }
 
-func (s *outageStore) Load(ctx context.Context, key string, now time.Time) (Facts, error) {
+func (s *outageStore) Load(ctx context.Context, key string, now time.Time) (store.Facts, error) {
 	if err := s.fail(); err != nil {
-		return Facts{}, err
+		return store.Facts{}, err
 	}
 	return s.Store.Load(ctx, key, now)
 }
 
-func (s *outageStore) Report(ctx context.Context, key string, r Report) (Facts, error) {
+func (s *outageStore) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
 	if err := s.fail(); err != nil {
-		return Facts{}, err
+		return store.Facts{}, err
 	}
 	return s.Store.Report(ctx, key, r)
 }
 
-func (s *outageStore) TakeSend(ctx context.Context, key string, l Lease, limit int) (Facts, time.Time, bool, error) {
+func (s *outageStore) TakeSend(ctx context.Context, key string, l store.Lease, limit int) (store.Facts, time.Time, bool, error) {
 	if err := s.fail(); err != nil {
-		return Facts{}, time.Time{}, false, err
+		return store.Facts{}, time.Time{}, false, err
 	}
 	return s.Store.TakeSend(ctx, key, l, limit)
 }
 
-func (s *outageStore) Release(ctx context.Context, key, holder string, now time.Time) (Facts, error) {
+func (s *outageStore) Release(ctx context.Context, key, holder string, now time.Time) (store.Facts, error) {
 	if err := s.fail(); err != nil {
-		return Facts{}, err
+		return store.Facts{}, err
 	}
 	return s.Store.Release(ctx, key, holder, now)
 }
@@ -560,9 +561,9 @@ func (s *outageStore) Release(ctx context.Context, key, holder string, now time.
 func takeSend(co *coordinator, k *keyState, limit int) string {
 	now := time.Now()
 	holder := co.holder()
-	if !co.use(context.Background(), k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+	if !co.use(context.Background(), k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 		holder = co.leaseName(holder, s)
-		f, _, ok, err := s.TakeSend(ctx, k.name, Lease{Holder: holder, At: now, Until: now.Add(time.Hour)}, limit)
+		f, _, ok, err := s.TakeSend(ctx, k.name, store.Lease{Holder: holder, At: now, Until: now.Add(time.Hour)}, limit)
 		return f, ok, err
 	}) {
 		return ""
@@ -585,7 +586,7 @@ func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
 		req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
 		require.NoError(t, err)
 		k, _ := co.enter(req)
-		inFlight := func(s Store) int {
+		inFlight := func(s store.Store) int {
 			f, err := s.Load(ctx, k.name, time.Now())
 			require.NoError(t, err)
 			return f.InFlight
@@ -608,7 +609,7 @@ func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
 		require.Same(t, fs, co.store(k, time.Now()))
 		co.let(ctx, k, fallbackLease, time.Now())
 		assert.Zero(t, inFlight(co.local), "the fallback's lease, ended in the fallback")
-		co.use(ctx, k, time.Now(), func(ctx context.Context, s Store) (Facts, bool, error) {
+		co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 			f, err := s.Load(ctx, k.name, time.Now())
 			return f, true, err
 		})
@@ -633,12 +634,12 @@ func TestCoordinatedFallbackCountsTheFleet(t *testing.T) {
 		k, _ := co.enter(req)
 		now := time.Now()
 		// Another process has 3 calls in flight; a 429 cut the limit to 4.
-		_, err = shared.Report(ctx, k.name, Report{At: now, Owner: "other", Unleased: 3, Seq: 1,
+		_, err = shared.Report(ctx, k.name, store.Report{At: now, Owner: "other", Unleased: 3, Seq: 1,
 			TallyUntil: now.Add(time.Minute), Cut: true, CapUntil: now.Add(time.Minute)})
 		require.NoError(t, err)
-		_, _, _, err = shared.TakeSend(ctx, k.name, Lease{Holder: "other-1", At: now, Until: now.Add(time.Hour)}, 4)
+		_, _, _, err = shared.TakeSend(ctx, k.name, store.Lease{Holder: "other-1", At: now, Until: now.Add(time.Hour)}, 4)
 		require.NoError(t, err)
-		co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 			f, err := s.Load(ctx, k.name, now)
 			return f, true, err
 		})
@@ -655,7 +656,7 @@ func TestCoordinatedFallbackCountsTheFleet(t *testing.T) {
 
 		fs.down.Store(false)
 		time.Sleep(time.Second)
-		co.use(ctx, k, time.Now(), func(ctx context.Context, s Store) (Facts, bool, error) {
+		co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 			f, err := s.Load(ctx, k.name, time.Now())
 			return f, true, err
 		})

@@ -80,7 +80,7 @@ func ExampleNewCoordinated() {
 		OnHold: func(h llmretry.Hold) {
 			fmt.Printf("  hold (%v): %v\n", h.Reason, h.Outcome)
 		},
-	}, llmretry.Coordination{ProbeInterval: 20 * time.Millisecond})
+	}, llmretry.Coordination{ProbeInterval: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

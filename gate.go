@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/llmretry/llmretry/store"
 )
 
 // This file is the gate: what a coordinated call goes through before each
@@ -103,7 +105,7 @@ func (cc *coordCall) admit(ctx context.Context, a admission) (bool, error) {
 	if cc.k.quiet() && !cc.co.stale(cc.k) {
 		return false, nil
 	}
-	if !cc.co.stale(cc.k) && cc.k.facts(time.Now()) == (Facts{}) {
+	if !cc.co.stale(cc.k) && cc.k.facts(time.Now()) == (store.Facts{}) {
 		return false, nil // its facts lapsed: quiet again, with no store call
 	}
 	cc.co.refresh(ctx, cc.k)
@@ -454,9 +456,9 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 		case gateProbe:
 			holder := cc.co.holder()
 			before := k.view.Load()
-			granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+			granted := cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 				holder = cc.co.leaseName(holder, s)
-				return s.TakeProbe(ctx, k.name, Lease{Holder: holder, At: now, Until: now.Add(iv)})
+				return s.TakeProbe(ctx, k.name, store.Lease{Holder: holder, At: now, Until: now.Add(iv)})
 			})
 			if granted {
 				cc.probe, cc.probeSent, cc.wasProbe = holder, now, true
@@ -477,9 +479,9 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 			if !latest.IsZero() {
 				until = earlier(until, latest.Add(time.Second))
 			}
-			if cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+			if cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 				holder = cc.co.leaseName(holder, s)
-				return s.TakeRetry(ctx, k.name, Lease{Holder: holder, At: now, Until: until}, budget)
+				return s.TakeRetry(ctx, k.name, store.Lease{Holder: holder, At: now, Until: until}, budget)
 			}) {
 				cc.retry = holder
 				h.end(HoldReleased)
@@ -538,7 +540,7 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 		case <-fire:
 			if g == gateDown && k.candidate(w, g) {
 				// Due, or a re-check: the store knows best.
-				cc.co.use(ctx, k, time.Now(), func(ctx context.Context, s Store) (Facts, bool, error) {
+				cc.co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 					f, err := s.Load(ctx, k.name, time.Now())
 					return f, true, err
 				})
@@ -552,7 +554,7 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 // in progress. It reports done when the call goes (err nil, after
 // sleeping to its slot) or cannot wait (err says why); not done when the
 // limit on calls in flight leaves no room.
-func (cc *coordCall) takeSend(ctx context.Context, f Facts, now, latest time.Time, n int, h **holding) (bool, error) {
+func (cc *coordCall) takeSend(ctx context.Context, f store.Facts, now, latest time.Time, n int, h **holding) (bool, error) {
 	k := cc.k
 	limit := 0
 	if f.Capped(now) {
@@ -570,9 +572,9 @@ func (cc *coordCall) takeSend(ctx context.Context, f Facts, now, latest time.Tim
 		until = now.Add(retryLease)
 	}
 	var slot time.Time
-	granted := cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+	granted := cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 		holder = cc.co.leaseName(holder, s)
-		f, at, ok, err := s.TakeSend(ctx, k.name, Lease{Holder: holder, At: now, Until: until}, limit)
+		f, at, ok, err := s.TakeSend(ctx, k.name, store.Lease{Holder: holder, At: now, Until: until}, limit)
 		slot = at
 		return f, ok, err
 	})
@@ -658,7 +660,7 @@ func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
 		}
 	}
 	now := time.Now()
-	r := Report{At: now, Evidence: evidenceOf(o.health), Prober: cc.probe}
+	r := store.Report{At: now, Evidence: evidenceOf(o.health), Prober: cc.probe}
 	cc.probe = ""
 	f := k.facts(now)
 	if o.health == healthDown {
@@ -707,7 +709,7 @@ func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
 	}
 	if r.Prober != "" || o.health == healthDown || !r.WaitUntil.IsZero() || o.health == healthUp && f.Down(now) ||
 		r.Every > 0 || r.Cut {
-		cc.co.use(ctx, k, now, func(ctx context.Context, s Store) (Facts, bool, error) {
+		cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 			f, err := s.Report(ctx, k.name, r)
 			return f, true, err
 		})
@@ -717,15 +719,15 @@ func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
 	return verdict{held: paced || f.Down(now) || f.Waiting(now) || f.Capped(now), paced: paced}
 }
 
-// evidenceOf is the Evidence a result of health h brings its key.
-func evidenceOf(h health) Evidence {
+// evidenceOf is the store.Evidence a result of health h brings its key.
+func evidenceOf(h health) store.Evidence {
 	switch h {
 	case healthUp:
-		return ProviderUp
+		return store.ProviderUp
 	case healthDown:
-		return ProviderDown
+		return store.ProviderDown
 	}
-	return NoEvidence
+	return store.NoEvidence
 }
 
 // failureOf names the failure o stands for, for its key's facts: the
@@ -765,7 +767,7 @@ func reasonOf(resp *http.Response, err error) string {
 }
 
 // downError says why the call cannot wait any longer.
-func (cc *coordCall) downError(f Facts, g gate, now, start time.Time) *DownError {
+func (cc *coordCall) downError(f store.Facts, g gate, now, start time.Time) *DownError {
 	d := &DownError{Key: cc.k.name, Reason: holdReason(g), Waited: now.Sub(start)}
 	if f.Reason != "" {
 		d.Last = &failedStatus{status: f.Reason}

@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -286,7 +287,7 @@ func BenchmarkFailedProbe(b *testing.B) {
 	for i := range 10000 {
 		k.register(i%7, now.Add(time.Duration(i)))
 	}
-	f := Facts{DownSince: now, DownUntil: now.Add(time.Hour), Reason: "502 Bad Gateway"}
+	f := store.Facts{DownSince: now, DownUntil: now.Add(time.Hour), Reason: "502 Bad Gateway"}
 	b.ReportAllocs()
 	for b.Loop() {
 		k.mu.Lock()
@@ -451,36 +452,36 @@ func (s *slots) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // tallyStore counts every call to its Store.
 type tallyStore struct {
-	Store
+	store.Store
 	calls atomic.Int64
 }
 
-func (s *tallyStore) Load(ctx context.Context, key string, now time.Time) (Facts, error) {
+func (s *tallyStore) Load(ctx context.Context, key string, now time.Time) (store.Facts, error) {
 	s.calls.Add(1)
 	return s.Store.Load(ctx, key, now)
 }
 
-func (s *tallyStore) Report(ctx context.Context, key string, r Report) (Facts, error) {
+func (s *tallyStore) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
 	s.calls.Add(1)
 	return s.Store.Report(ctx, key, r)
 }
 
-func (s *tallyStore) TakeProbe(ctx context.Context, key string, l Lease) (Facts, bool, error) {
+func (s *tallyStore) TakeProbe(ctx context.Context, key string, l store.Lease) (store.Facts, bool, error) {
 	s.calls.Add(1)
 	return s.Store.TakeProbe(ctx, key, l)
 }
 
-func (s *tallyStore) TakeRetry(ctx context.Context, key string, l Lease, limit int) (Facts, bool, error) {
+func (s *tallyStore) TakeRetry(ctx context.Context, key string, l store.Lease, limit int) (store.Facts, bool, error) {
 	s.calls.Add(1)
 	return s.Store.TakeRetry(ctx, key, l, limit)
 }
 
-func (s *tallyStore) TakeSend(ctx context.Context, key string, l Lease, limit int) (Facts, time.Time, bool, error) {
+func (s *tallyStore) TakeSend(ctx context.Context, key string, l store.Lease, limit int) (store.Facts, time.Time, bool, error) {
 	s.calls.Add(1)
 	return s.Store.TakeSend(ctx, key, l, limit)
 }
 
-func (s *tallyStore) Release(ctx context.Context, key, holder string, now time.Time) (Facts, error) {
+func (s *tallyStore) Release(ctx context.Context, key, holder string, now time.Time) (store.Facts, error) {
 	s.calls.Add(1)
 	return s.Store.Release(ctx, key, holder, now)
 }
@@ -495,9 +496,9 @@ func TestCoordinatedPacesASpentRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const calls, gen = 60, 2 * time.Second
 		b := newBucket(10, time.Second, gen)
-		store := &tallyStore{Store: NewMemoryStore()}
+		st := &tallyStore{Store: NewMemoryStore()}
 		var h holds
-		rt, err := NewCoordinated(b, Policy{Waits: hostWaits, Reserve: time.Minute, OnHold: h.on}, Coordination{Store: store})
+		rt, err := NewCoordinated(b, Policy{Waits: hostWaits, Reserve: time.Minute, OnHold: h.on}, Coordination{Store: st})
 		require.NoError(t, err)
 		results := callMany(t, rt, b.start, calls, 0, 10*time.Minute, nil)
 		last := time.Duration(0)
@@ -521,10 +522,10 @@ func TestCoordinatedPacesASpentRateLimit(t *testing.T) {
 		for name, k := range coordOf(rt).stats(time.Now()) {
 			assert.False(t, k.facts.Paced(time.Now()), "%s: the pace lapsed", name)
 		}
-		before := store.calls.Load()
+		before := st.calls.Load()
 		n := len(b.admitted)
 		require.NoError(t, callMany(t, rt, b.start, 1, 0, time.Minute, nil)[0].err)
-		assert.Equal(t, before, store.calls.Load(), "a quiet key again: no store call")
+		assert.Equal(t, before, st.calls.Load(), "a quiet key again: no store call")
 		assert.Len(t, b.admitted, n+1)
 	})
 }
@@ -627,13 +628,13 @@ func TestCoordinatedStreamHoldsItsSlotUntilClosed(t *testing.T) {
 			return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"text/event-stream"}},
 				Body: io.NopCloser(strings.NewReader("data: {}\n\n")), ContentLength: -1, Request: req}, nil
 		})
-		store := NewMemoryStore()
+		st := NewMemoryStore()
 		var h holds
-		rt, err := NewCoordinated(base, Policy{OnHold: h.on}, Coordination{Store: store})
+		rt, err := NewCoordinated(base, Policy{OnHold: h.on}, Coordination{Store: st})
 		require.NoError(t, err)
 		req := mustRequest(t, context.Background())
-		_, err = store.Report(context.Background(), store.Key(req.URL.Host, credential(req)),
-			Report{At: time.Now(), Evidence: ProviderUp, Cut: true, Grow: time.Hour, CapUntil: time.Now().Add(time.Hour)}) // nothing in flight: a limit of 1
+		_, err = st.Report(context.Background(), st.Key(req.URL.Host, credential(req)),
+			store.Report{At: time.Now(), Evidence: store.ProviderUp, Cut: true, Grow: time.Hour, CapUntil: time.Now().Add(time.Hour)}) // nothing in flight: a limit of 1
 		require.NoError(t, err)
 
 		first, err := rt.RoundTrip(req)

@@ -6,15 +6,17 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+
+	"github.com/llmretry/llmretry/store"
 )
 
 // memStore is the in-process Store: a Transport's own when
 // Coordination.Store is nil, and a coordinator's fallback while its shared
 // store fails. Its facts live in a map guarded by one mutex; its watchers
 // are called after the mutex is released. An entry is forgotten once none
-// of its facts is live and its Version has been kept for versionHold: by a
-// sweep of the whole map at most once per sweepEvery, run by whichever
-// operation comes after that.
+// of its facts is live and its Version has been kept for
+// store.VersionHold: by a sweep of the whole map at most once per
+// sweepEvery, run by whichever operation comes after that.
 //
 // The zero memStore is not usable; newMemStore makes one.
 type memStore struct {
@@ -26,12 +28,12 @@ type memStore struct {
 	lastSwep time.Time
 
 	wmu      sync.Mutex
-	watchers map[*func(string, Facts)]struct{}
+	watchers map[*func(string, store.Facts)]struct{}
 }
 
 // memEntry is one key's facts, with its retry and send leases by holder.
 type memEntry struct {
-	f       Facts
+	f       store.Facts
 	retries map[string]time.Time // holder → lease end
 	sends   map[string]time.Time // holder → lease end
 	tallies map[string]tally     // owner → its calls in flight without a lease
@@ -56,23 +58,18 @@ func (e *memEntry) inFlight() int {
 	return n
 }
 
-// versionHold is how long a store keeps a key's Version after its last
-// change, lapsed facts or not, so that a late notice can be told from a
-// new one (see Store).
-const versionHold = time.Minute
-
 // NewMemoryStore returns an empty in-process Store: the one NewCoordinated
 // makes for each Transport when Coordination.Store is nil. Share one among
 // several Transports of a process (with different policies, say) to have
 // their calls to a provider coordinate as one. It is safe for concurrent
 // use and starts no goroutine; it forgets a key a minute after its last
 // fact lapsed.
-func NewMemoryStore() Store { return newMemStore(sweepEvery) }
+func NewMemoryStore() store.Store { return newMemStore(sweepEvery) }
 
 // newMemStore returns an empty in-process store that sweeps lapsed entries
 // at most once per sweepEvery.
 func newMemStore(sweepEvery time.Duration) *memStore {
-	return &memStore{seed: maphash.MakeSeed(), sweepEvery: sweepEvery, entries: map[string]*memEntry{}, watchers: map[*func(string, Facts)]struct{}{}}
+	return &memStore{seed: maphash.MakeSeed(), sweepEvery: sweepEvery, entries: map[string]*memEntry{}, watchers: map[*func(string, store.Facts)]struct{}{}}
 }
 
 // Key names the key host#8hex: 32 bits of a hash seeded per store, enough
@@ -91,18 +88,18 @@ func (s *memStore) Key(host string, credential []byte) string {
 }
 
 // Load returns key's live facts at now.
-func (s *memStore) Load(_ context.Context, key string, now time.Time) (Facts, error) {
+func (s *memStore) Load(_ context.Context, key string, now time.Time) (store.Facts, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entry(key, now, existing)
 	if e == nil {
-		return Facts{}, nil
+		return store.Facts{}, nil
 	}
 	return e.f, nil
 }
 
-// Report applies r to key (see Store).
-func (s *memStore) Report(_ context.Context, key string, r Report) (Facts, error) {
+// Report applies r to key (see store.Store).
+func (s *memStore) Report(_ context.Context, key string, r store.Report) (store.Facts, error) {
 	s.mu.Lock()
 	e := s.entry(key, r.At, orNew)
 	f := e.f
@@ -110,17 +107,17 @@ func (s *memStore) Report(_ context.Context, key string, r Report) (Facts, error
 		f.Prober, f.ProbeUntil = "", time.Time{}
 	}
 	switch r.Evidence {
-	case ProviderDown:
+	case store.ProviderDown:
 		if !f.Down(r.At) {
 			f.DownSince, f.NextProbe = r.At, r.NextProbe
 		} else if r.Prober != "" && e.f.Prober == r.Prober {
 			f.NextProbe = r.NextProbe
 		}
 		f.DownUntil = later(f.DownUntil, r.At.Add(r.DownFor))
-	case ProviderUp:
+	case store.ProviderUp:
 		f.DownSince, f.DownUntil, f.NextProbe, f.Reason = time.Time{}, time.Time{}, time.Time{}, ""
 	}
-	if r.Evidence == ProviderDown || !r.WaitUntil.IsZero() {
+	if r.Evidence == store.ProviderDown || !r.WaitUntil.IsZero() {
 		f.Reason = r.Reason
 	}
 	f.WaitUntil = later(f.WaitUntil, r.WaitUntil)
@@ -141,7 +138,7 @@ func (s *memStore) Report(_ context.Context, key string, r Report) (Facts, error
 		if r.Unleased <= 0 || !r.At.Before(r.TallyUntil) {
 			// Ended; its Seq is kept while the entry lives, so that a
 			// late count cannot bring it back.
-			e.tallies[r.Owner] = tally{seq: r.Seq, until: r.At.Add(versionHold)}
+			e.tallies[r.Owner] = tally{seq: r.Seq, until: r.At.Add(store.VersionHold)}
 		}
 		f.InFlight = e.inFlight()
 	}
@@ -155,8 +152,8 @@ func (s *memStore) Report(_ context.Context, key string, r Report) (Facts, error
 	return s.commit(key, e, f, r.At, tellWatchers)
 }
 
-// TakeSend grants the next send of a paced or limited key (see Store).
-func (s *memStore) TakeSend(_ context.Context, key string, l Lease, limit int) (Facts, time.Time, bool, error) {
+// TakeSend grants the next send of a paced or limited key (see store.Store).
+func (s *memStore) TakeSend(_ context.Context, key string, l store.Lease, limit int) (store.Facts, time.Time, bool, error) {
 	s.mu.Lock()
 	e := s.entry(key, l.At, orNew)
 	f := e.f
@@ -187,8 +184,8 @@ func (s *memStore) TakeSend(_ context.Context, key string, l Lease, limit int) (
 }
 
 // TakeProbe grants the probe lease if key is down, free and due (see
-// Store).
-func (s *memStore) TakeProbe(_ context.Context, key string, l Lease) (Facts, bool, error) {
+// store.Store).
+func (s *memStore) TakeProbe(_ context.Context, key string, l store.Lease) (store.Facts, bool, error) {
 	s.mu.Lock()
 	e := s.entry(key, l.At, orNew)
 	f := e.f
@@ -202,8 +199,8 @@ func (s *memStore) TakeProbe(_ context.Context, key string, l Lease) (Facts, boo
 	return f, true, err
 }
 
-// TakeRetry grants a retry lease if fewer than limit are live (see Store).
-func (s *memStore) TakeRetry(_ context.Context, key string, l Lease, limit int) (Facts, bool, error) {
+// TakeRetry grants a retry lease if fewer than limit are live (see store.Store).
+func (s *memStore) TakeRetry(_ context.Context, key string, l store.Lease, limit int) (store.Facts, bool, error) {
 	s.mu.Lock()
 	e := s.entry(key, l.At, orNew)
 	if len(e.retries) >= limit {
@@ -222,12 +219,12 @@ func (s *memStore) TakeRetry(_ context.Context, key string, l Lease, limit int) 
 }
 
 // Release ends holder's leases on key.
-func (s *memStore) Release(_ context.Context, key, holder string, now time.Time) (Facts, error) {
+func (s *memStore) Release(_ context.Context, key, holder string, now time.Time) (store.Facts, error) {
 	s.mu.Lock()
 	e := s.entry(key, now, existing)
 	if e == nil {
 		s.mu.Unlock()
-		return Facts{}, nil
+		return store.Facts{}, nil
 	}
 	f := e.f
 	announce := tellNobody
@@ -250,7 +247,7 @@ func (s *memStore) Release(_ context.Context, key, holder string, now time.Time)
 }
 
 // Watch registers fn for every change.
-func (s *memStore) Watch(fn func(key string, f Facts)) (stop func()) {
+func (s *memStore) Watch(fn func(key string, f store.Facts)) (stop func()) {
 	p := &fn
 	s.wmu.Lock()
 	s.watchers[p] = struct{}{}
@@ -299,7 +296,7 @@ func (s *memStore) sweep(now time.Time) {
 func (s *memStore) sweepLocked(now time.Time) {
 	s.lastSwep = now
 	for k, e := range s.entries {
-		if e.lapse(now) && now.Sub(e.changed) >= versionHold {
+		if e.lapse(now) && now.Sub(e.changed) >= store.VersionHold {
 			delete(s.entries, k)
 		}
 	}
@@ -356,7 +353,7 @@ const (
 // commit stores f as key's facts if they differ from e's, with a new
 // version, unlocks s, and tells the watchers if announce is tellWatchers.
 // It returns the facts stored. s.mu must be held; it is released.
-func (s *memStore) commit(key string, e *memEntry, f Facts, now time.Time, announce telling) (Facts, error) {
+func (s *memStore) commit(key string, e *memEntry, f store.Facts, now time.Time, announce telling) (store.Facts, error) {
 	if f == e.f {
 		s.mu.Unlock()
 		return f, nil
@@ -366,7 +363,7 @@ func (s *memStore) commit(key string, e *memEntry, f Facts, now time.Time, annou
 	s.mu.Unlock()
 	if announce {
 		s.wmu.Lock()
-		fns := make([]func(string, Facts), 0, len(s.watchers))
+		fns := make([]func(string, store.Facts), 0, len(s.watchers))
 		for p := range s.watchers {
 			fns = append(fns, *p)
 		}
@@ -382,7 +379,7 @@ func (s *memStore) commit(key string, e *memEntry, f Facts, now time.Time, annou
 // store failed — unless the store knows newer ones of its own, and counts
 // rest calls in flight (the rest of the fleet's, as last counted) under
 // owner's tally until until.
-func (s *memStore) adopt(key string, f Facts, owner string, rest int, until, now time.Time) {
+func (s *memStore) adopt(key string, f store.Facts, owner string, rest int, until, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entry(key, now, existing)

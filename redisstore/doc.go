@@ -1,4 +1,4 @@
-// Package redisstore is an llmretry.Store on Redis: every process of a
+// Package redisstore is a store.Store on Redis: every process of a
 // fleet whose coordinated Transports use it rides through a provider's
 // outage as one process would: one probe per provider key per probe
 // interval for the whole fleet, server waits (Retry-After) shared, the

@@ -17,6 +17,7 @@ import (
 	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/redisstore"
 	"github.com/llmretry/llmretry/redisstore/internal/fleet"
+	"github.com/llmretry/llmretry/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -70,7 +71,7 @@ const (
 
 // newTransport returns a coordinated Transport over st with a short probe
 // interval; its base's connections are closed when t ends.
-func newTransport(t *testing.T, st llmretry.Store) http.RoundTripper {
+func newTransport(t *testing.T, st store.Store) http.RoundTripper {
 	t.Helper()
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.Proxy = nil
@@ -285,8 +286,8 @@ func TestRedisRejoin(t *testing.T) {
 
 	// A meets a new outage; B, told through Redis, sends nothing into it
 	// but probes.
-	notices := make(chan llmretry.Facts, 64)
-	stopWatch := stB.Watch(func(_ string, f llmretry.Facts) {
+	notices := make(chan store.Facts, 64)
+	stopWatch := stB.Watch(func(_ string, f store.Facts) {
 		select {
 		case notices <- f:
 		default:

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/store"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -161,7 +161,7 @@ func FuzzHashFields(f *testing.F) {
 			m.HSet(kt, owner, tally)
 		}
 		at := time.Now().Truncate(time.Millisecond)
-		inRange := func(f llmretry.Facts) {
+		inRange := func(f store.Facts) {
 			for _, tm := range []time.Time{f.DownUntil, f.NextProbe, f.ProbeUntil, f.WaitUntil, f.CutAt, f.CapUntil} {
 				assert.False(t, tm.After(at.Add(horizon)), "a time beyond the horizon: %v", tm)
 			}
@@ -178,7 +178,7 @@ func FuzzHashFields(f *testing.F) {
 		require.NoError(t, err)
 		inRange(f)
 		until := at.Add(5 * time.Second)
-		f, slot, ok, err := s.TakeSend(ctx, name, llmretry.Lease{Holder: "s", At: at, Until: until}, 2)
+		f, slot, ok, err := s.TakeSend(ctx, name, store.Lease{Holder: "s", At: at, Until: until}, 2)
 		require.NoError(t, err)
 		inRange(f)
 		if ok {
@@ -186,11 +186,11 @@ func FuzzHashFields(f *testing.F) {
 		} else {
 			assert.True(t, slot.IsZero() || slot.After(until) && !slot.After(at.Add(2*horizon)), "a refused slot: %v", slot)
 		}
-		f, _, err = s.TakeProbe(ctx, name, llmretry.Lease{Holder: "h", At: at, Until: until})
+		f, _, err = s.TakeProbe(ctx, name, store.Lease{Holder: "h", At: at, Until: until})
 		require.NoError(t, err)
 		inRange(f)
 		assert.False(t, f.ProbeUntil.After(at.Add(10*time.Second)), "a lease longer than two of the caller's: %v", f.ProbeUntil.Sub(at))
-		f, err = s.Report(ctx, name, llmretry.Report{At: at, Evidence: llmretry.ProviderDown, Reason: "502", DownFor: 15 * time.Second, NextProbe: at.Add(5 * time.Second), Prober: "h",
+		f, err = s.Report(ctx, name, store.Report{At: at, Evidence: store.ProviderDown, Reason: "502", DownFor: 15 * time.Second, NextProbe: at.Add(5 * time.Second), Prober: "h",
 			Burst: 10, Every: time.Second, Full: at.Add(10 * time.Second), Cut: true, Grow: time.Second, CapUntil: at.Add(30 * time.Second),
 			Owner: "fz", Unleased: 3, Seq: 2, TallyUntil: at.Add(time.Minute)})
 		require.NoError(t, err)
@@ -298,7 +298,7 @@ func TestDecodeAnswer(t *testing.T) {
 		int64(10), int64(1000000), us + 10_000_000, int64(8), int64(2000000), us, ms + 30000, int64(3), us + 1}
 	a, err := decode(good)
 	require.NoError(t, err)
-	assert.Equal(t, llmretry.Facts{Version: uint64(us), DownSince: time.UnixMilli(ms), DownUntil: time.UnixMilli(ms + 15000),
+	assert.Equal(t, store.Facts{Version: uint64(us), DownSince: time.UnixMilli(ms), DownUntil: time.UnixMilli(ms + 15000),
 		NextProbe: time.UnixMilli(ms + 5000), Reason: "502 Bad Gateway", Retries: 1,
 		Burst: 10, Every: time.Second, Full: time.UnixMicro(us + 10_000_000),
 		MaxInFlight: 8, Grow: 2 * time.Second, CutAt: time.UnixMicro(us), CapUntil: time.UnixMilli(ms + 30000), InFlight: 3}, a.f)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmretry/llmretry/redisstore"
 	"github.com/llmretry/llmretry/redisstore/internal/redisserver"
@@ -60,6 +61,11 @@ func newClient(t *testing.T, addr string) *redis.Client {
 
 // newStore returns a Store over client with opts (the test secret if none),
 // closed when t ends (before the client: cleanups run last first).
+// roomyTimeout is Options.Timeout for tests that are not about timeouts
+// (the contract, the scripts): on a loaded 2-core machine under -race a
+// burst of concurrent scripts overran the default 250 ms.
+const roomyTimeout = 5 * time.Second
+
 func newStore(t *testing.T, client redis.UniversalClient, opts redisstore.Options) *redisstore.Store {
 	t.Helper()
 	if opts.Secret == nil {

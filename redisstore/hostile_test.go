@@ -16,6 +16,7 @@ import (
 	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/redisstore"
 	"github.com/llmretry/llmretry/redisstore/internal/fleet"
+	"github.com/llmretry/llmretry/store"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -119,8 +120,8 @@ func TestForgedNotices(t *testing.T) {
 	a := newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p, Logger: logs.logger()})
 	b := newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p})
 	rt := newTransport(t, a) // its coordinator watches a
-	got := make(chan llmretry.Facts, 16)
-	stop := a.Watch(func(k string, f llmretry.Facts) {
+	got := make(chan store.Facts, 16)
+	stop := a.Watch(func(k string, f store.Facts) {
 		if k == "good" {
 			got <- f
 		}
@@ -169,7 +170,7 @@ func TestForgedNotices(t *testing.T) {
 	}
 	// A Store's notice after them: the listener survived, and delivers.
 	now := time.Now()
-	_, err := b.Report(context.Background(), "good", llmretry.Report{At: now, Evidence: llmretry.ProviderDown,
+	_, err := b.Report(context.Background(), "good", store.Report{At: now, Evidence: store.ProviderDown,
 		Reason: "502 Bad Gateway", DownFor: time.Minute, NextProbe: now})
 	require.NoError(t, err)
 	select {
@@ -321,7 +322,7 @@ func TestPoisonedWait(t *testing.T) {
 
 	// Only in a forged notice.
 	heard := make(chan struct{}, 1)
-	stop := st.Watch(func(k string, f llmretry.Facts) {
+	stop := st.Watch(func(k string, f store.Facts) {
 		if k == name && f.Waiting(time.Now()) {
 			heard <- struct{}{}
 		}
@@ -466,7 +467,7 @@ func TestBlackHoledSubscription(t *testing.T) {
 	_, err := a.Load(context.Background(), "warm", time.Now())
 	require.NoError(t, err)
 	heard := make(chan string, 64)
-	stop := a.Watch(func(k string, _ llmretry.Facts) {
+	stop := a.Watch(func(k string, _ store.Facts) {
 		select {
 		case heard <- k:
 		default:
@@ -512,7 +513,7 @@ func TestBlackHoledSubscription(t *testing.T) {
 		<-heard
 	}
 	now := time.Now()
-	_, err = b.Report(context.Background(), "marker", llmretry.Report{At: now, Evidence: llmretry.ProviderDown, DownFor: time.Second, NextProbe: now})
+	_, err = b.Report(context.Background(), "marker", store.Report{At: now, Evidence: store.ProviderDown, DownFor: time.Second, NextProbe: now})
 	require.NoError(t, err)
 	timeoutC := time.After(3 * time.Second)
 	for k := ""; k != "marker"; {
@@ -551,7 +552,7 @@ type spy struct {
 	failed chan struct{}
 }
 
-func (s *spy) Report(ctx context.Context, key string, r llmretry.Report) (llmretry.Facts, error) {
+func (s *spy) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
 	f, err := s.Store.Report(ctx, key, r)
 	if err != nil && key == s.key {
 		select {
@@ -574,7 +575,7 @@ func oneBadKey(t *testing.T, a, b *redisstore.Store, provX *fleet.Provider, auth
 	rtA, rtB := newTransport(t, spyA), newTransport(t, b)
 	nameY := nameOf(a, provY.URL, authY)
 	heard := make(chan struct{}, 1)
-	stop := b.Watch(func(k string, f llmretry.Facts) {
+	stop := b.Watch(func(k string, f store.Facts) {
 		if k == nameY && f.Waiting(time.Now()) {
 			select {
 			case heard <- struct{}{}:
@@ -720,7 +721,7 @@ func TestCloseBlackHole(t *testing.T) {
 			before := runtime.NumGoroutine()
 			st, err := redisstore.New(client, redisstore.Options{Secret: testSecret, Timeout: timeout})
 			require.NoError(t, err)
-			stop := st.Watch(func(string, llmretry.Facts) {})
+			stop := st.Watch(func(string, store.Facts) {})
 			defer stop()
 			_, err = st.Load(context.Background(), "k", time.Now())
 			require.Error(t, err)
@@ -783,7 +784,7 @@ func TestPoisonedPace(t *testing.T) {
 			}
 			before := st.Malformed()
 			at := time.Now()
-			inRange := func(op string, f llmretry.Facts) {
+			inRange := func(op string, f store.Facts) {
 				t.Helper()
 				assert.False(t, f.Paced(at) && f.Full.After(at.Add(2*10*time.Minute)), "%s: a Full %v off", op, f.Full.Sub(at))
 				assert.LessOrEqual(t, f.Every, 10*time.Minute, "%s: Every", op)
@@ -797,11 +798,11 @@ func TestPoisonedPace(t *testing.T) {
 				f, err := st.Load(ctx, name, at)
 				require.NoError(t, err)
 				inRange("Load", f)
-				f, slot, ok, err := st.TakeSend(ctx, name, llmretry.Lease{Holder: "h", At: at, Until: at.Add(5 * time.Second)}, 0)
+				f, slot, ok, err := st.TakeSend(ctx, name, store.Lease{Holder: "h", At: at, Until: at.Add(5 * time.Second)}, 0)
 				require.NoError(t, err)
 				inRange("TakeSend", f)
 				assert.True(t, !ok || !slot.After(at.Add(5*time.Second)), "a slot granted after Until")
-				f, err = st.Report(ctx, name, llmretry.Report{At: at, Evidence: llmretry.ProviderUp})
+				f, err = st.Report(ctx, name, store.Report{At: at, Evidence: store.ProviderUp})
 				require.NoError(t, err)
 				inRange("Report", f)
 			})
@@ -862,7 +863,7 @@ func TestPoisonedTally(t *testing.T) {
 			tallies := p + "{" + name + "}:tallies"
 			at := time.Now()
 			// A limit of 3, and a real process's tally of 2.
-			_, err := st.Report(ctx, name, llmretry.Report{At: at, Evidence: llmretry.ProviderUp, Cut: true, CapUntil: at.Add(time.Minute),
+			_, err := st.Report(ctx, name, store.Report{At: at, Evidence: store.ProviderUp, Cut: true, CapUntil: at.Add(time.Minute),
 				Owner: "0123456789abcdef", Unleased: 2, Seq: 1, TallyUntil: at.Add(time.Minute)})
 			require.NoError(t, err)
 			f, err := st.Load(ctx, name, at)
@@ -878,11 +879,11 @@ func TestPoisonedTally(t *testing.T) {
 				f, err := st.Load(ctx, name, at)
 				require.NoError(t, err)
 				assert.Equal(t, real, f.InFlight, "Load: the calls in flight counted")
-				f, _, ok, err := st.TakeSend(ctx, name, llmretry.Lease{Holder: "h", At: at, Until: at.Add(5 * time.Second)}, 3)
+				f, _, ok, err := st.TakeSend(ctx, name, store.Lease{Holder: "h", At: at, Until: at.Add(5 * time.Second)}, 3)
 				require.NoError(t, err)
 				assert.True(t, ok, "a send under a limit of 3 with %d counted in flight: refused", real)
 				assert.Equal(t, real+1, f.InFlight, "TakeSend: the calls in flight counted")
-				f, err = st.Report(ctx, name, llmretry.Report{At: at, Evidence: llmretry.ProviderUp, Cut: true, CapUntil: at.Add(time.Minute)})
+				f, err = st.Report(ctx, name, store.Report{At: at, Evidence: store.ProviderUp, Cut: true, CapUntil: at.Add(time.Minute)})
 				require.NoError(t, err)
 				assert.Equal(t, real+1, f.MaxInFlight, "Report: a cut is the calls in flight counted, forged ones not")
 			})

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/redisstore"
 	"github.com/llmretry/llmretry/redisstore/internal/fleet"
+	"github.com/llmretry/llmretry/store"
 )
 
 // Redis keeps a key a minute past its last live fact, and no longer: its
@@ -18,11 +18,11 @@ import (
 // lapse by the callers' times.
 func TestExpiry(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:"})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	key := st.Key("api.example.com", []byte("k"))
-	if _, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderDown, Reason: "502 Bad Gateway",
+	if _, err := st.Report(ctx, key, store.Report{At: now, Evidence: store.ProviderDown, Reason: "502 Bad Gateway",
 		DownFor: 15 * time.Second, NextProbe: now.Add(5 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestExpiry(t *testing.T) {
 	if ttl := m.TTL(hash); ttl != 75*time.Second {
 		t.Errorf("the facts' hash expires in %v, want 75 s (15 s down + a minute)", ttl)
 	}
-	if _, ok, err := st.TakeRetry(ctx, key, llmretry.Lease{Holder: "r", At: now, Until: now.Add(10 * time.Minute)}, 3); err != nil || !ok {
+	if _, ok, err := st.TakeRetry(ctx, key, store.Lease{Holder: "r", At: now, Until: now.Add(10 * time.Minute)}, 3); err != nil || !ok {
 		t.Fatalf("TakeRetry: %v %v", ok, err)
 	}
 	if ttl := m.TTL("x:{" + key + "}:retries"); ttl != 11*time.Minute {
@@ -55,7 +55,7 @@ func TestExpiry(t *testing.T) {
 // as they live, and a minute more; no longer.
 func TestExpiryPace(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:"})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	key := st.Key("api.example.com", []byte("k"))
@@ -67,15 +67,15 @@ func TestExpiryPace(t *testing.T) {
 		sendsTTL time.Duration // 0: no such key
 	}{
 		{"a pace full at +20 s", func() error {
-			_, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderUp, Burst: 10, Every: 2 * time.Second, Full: now.Add(20 * time.Second)})
+			_, err := st.Report(ctx, key, store.Report{At: now, Evidence: store.ProviderUp, Burst: 10, Every: 2 * time.Second, Full: now.Add(20 * time.Second)})
 			return err
 		}, 80 * time.Second, 0},
 		{"a limit until +30 s", func() error {
-			_, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderUp, Cut: true, CapUntil: now.Add(30 * time.Second)})
+			_, err := st.Report(ctx, key, store.Report{At: now, Evidence: store.ProviderUp, Cut: true, CapUntil: now.Add(30 * time.Second)})
 			return err
 		}, 90 * time.Second, 0},
 		{"a send lease until +2 min", func() error {
-			_, _, ok, err := st.TakeSend(ctx, key, llmretry.Lease{Holder: "s", At: now, Until: now.Add(2 * time.Minute)}, 4)
+			_, _, ok, err := st.TakeSend(ctx, key, store.Lease{Holder: "s", At: now, Until: now.Add(2 * time.Minute)}, 4)
 			if err == nil && !ok {
 				t.Error("the send was not granted")
 			}
@@ -108,14 +108,14 @@ func TestExpiryPace(t *testing.T) {
 // nothing but an ended tally.
 func TestExpiryTally(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:"})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	key := st.Key("api.example.com", []byte("k"))
 	hash, tallies := "x:{"+key+"}:f", "x:{"+key+"}:tallies"
-	tally := func(owner string, n int, seq uint64, until time.Duration) llmretry.Facts {
+	tally := func(owner string, n int, seq uint64, until time.Duration) store.Facts {
 		t.Helper()
-		f, err := st.Report(ctx, key, llmretry.Report{At: now, Evidence: llmretry.ProviderUp, Owner: owner, Unleased: n, Seq: seq, TallyUntil: now.Add(until)})
+		f, err := st.Report(ctx, key, store.Report{At: now, Evidence: store.ProviderUp, Owner: owner, Unleased: n, Seq: seq, TallyUntil: now.Add(until)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,9 +143,9 @@ func TestExpiryTally(t *testing.T) {
 // An Owner no process of the fleet would have is refused before Redis.
 func TestReportOwnerTooLong(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Timeout: roomyTimeout})
 	now := time.Now()
-	_, err := st.Report(context.Background(), "api.example.com", llmretry.Report{At: now, Evidence: llmretry.ProviderUp,
+	_, err := st.Report(context.Background(), "api.example.com", store.Report{At: now, Evidence: store.ProviderUp,
 		Owner: strings.Repeat("o", 129), Unleased: 1, Seq: 1, TallyUntil: now.Add(time.Minute)})
 	if err == nil || !strings.Contains(err.Error(), "Owner") {
 		t.Errorf("a 129-byte Owner: %v, want an error", err)
@@ -153,7 +153,7 @@ func TestReportOwnerTooLong(t *testing.T) {
 	if keys := m.Keys(); len(keys) != 0 {
 		t.Errorf("Redis holds %q", keys)
 	}
-	if _, err := st.Report(context.Background(), "api.example.com", llmretry.Report{At: now, Evidence: llmretry.ProviderUp,
+	if _, err := st.Report(context.Background(), "api.example.com", store.Report{At: now, Evidence: store.ProviderUp,
 		Owner: strings.Repeat("o", 128), Unleased: 1, Seq: 1, TallyUntil: now.Add(time.Minute)}); err != nil {
 		t.Errorf("a 128-byte Owner: %v", err)
 	}
@@ -163,7 +163,7 @@ func TestReportOwnerTooLong(t *testing.T) {
 // host and a keyed hash, values the facts and the failure's kind.
 func TestNoCredentialInRedis(t *testing.T) {
 	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{})
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Timeout: roomyTimeout})
 	rt := newTransport(t, st)
 	start := time.Now()
 	prov := fleet.NewProvider(fleet.Outage(start, 700*time.Millisecond, http.StatusBadGateway))
@@ -197,14 +197,14 @@ func TestNoCredentialInRedis(t *testing.T) {
 func TestNoticeEncoding(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := newClient(t, m.Addr())
-	a := newStore(t, c, redisstore.Options{})
-	b := newStore(t, c, redisstore.Options{})
+	a := newStore(t, c, redisstore.Options{Timeout: roomyTimeout})
+	b := newStore(t, c, redisstore.Options{Timeout: roomyTimeout})
 	got := make(chan string, 4)
-	stop := b.Watch(func(k string, f llmretry.Facts) { got <- k + "|" + f.Reason + "|" + f.Prober })
+	stop := b.Watch(func(k string, f store.Facts) { got <- k + "|" + f.Reason + "|" + f.Prober })
 	defer stop()
 	name := "we ird\n{host}:1#00"
 	now := time.Now()
-	if _, err := a.Report(context.Background(), name, llmretry.Report{At: now, Evidence: llmretry.ProviderDown,
+	if _, err := a.Report(context.Background(), name, store.Report{At: now, Evidence: store.ProviderDown,
 		Reason: "5 0\n2 {x}", DownFor: time.Minute, NextProbe: now}); err != nil {
 		t.Fatal(err)
 	}

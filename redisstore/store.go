@@ -10,11 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/store"
 	"github.com/redis/go-redis/v9"
 )
 
-// Store is an llmretry.Store on Redis: every process whose Transports use
+// Store is a store.Store on Redis: every process whose Transports use
 // a Store over the same Redis (and the same Options.Prefix and Secret)
 // coordinates its calls to a provider key with every other, as if they
 // were one process. Facts live in Redis; held calls, their timers and the
@@ -26,7 +26,7 @@ import (
 // Every method is safe for concurrent use. Each Redis call is bounded by
 // Options.Timeout, whatever the client's own timeouts; a failed or slow
 // call returns an error, upon which the coordinator goes on in-process for
-// one probe interval and then tries Redis again (see llmretry.Store). No
+// one probe interval and then tries Redis again (see store.Store). No
 // Redis error reaches an llmretry caller.
 //
 // The client belongs to the caller: the Store never closes it. Close the
@@ -168,26 +168,26 @@ func (s *Store) Close() error {
 	}
 }
 
-var _ llmretry.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Load returns key's facts at now.
-func (s *Store) Load(ctx context.Context, key string, now time.Time) (llmretry.Facts, error) {
+func (s *Store) Load(ctx context.Context, key string, now time.Time) (store.Facts, error) {
 	f, _, _, err := s.run(ctx, "load", loadScript, key, us(now))
 	return f, err
 }
 
-// Report applies one attempt's evidence to key (see llmretry.Store),
+// Report applies one attempt's evidence to key (see store.Store),
 // r.Owner's tally included: its count is bounded by maxCount (2^20), its
 // Seq compared as a whole uint64. An Owner longer than 128 bytes is an
 // error, before any Redis call: no process of a fleet names itself so
 // (llmretry's are 16 hex digits), and Redis would read its tally as
 // malformed.
-func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmretry.Facts, error) {
+func (s *Store) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
 	ev := ""
 	switch r.Evidence {
-	case llmretry.ProviderDown:
+	case store.ProviderDown:
 		ev = "down"
-	case llmretry.ProviderUp:
+	case store.ProviderUp:
 		ev = "up"
 	}
 	s.lifetime(r.DownFor)
@@ -218,7 +218,7 @@ func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmr
 	seq := "0"
 	if r.Owner != "" {
 		if len(r.Owner) > maxOwner {
-			return llmretry.Facts{}, fmt.Errorf("redisstore: report: %w (%d bytes)", errOwner, len(r.Owner))
+			return store.Facts{}, fmt.Errorf("redisstore: report: %w (%d bytes)", errOwner, len(r.Owner))
 		}
 		unleased, seq, tallyUntil = min(max(int64(r.Unleased), 0), maxCount), strconv.FormatUint(r.Seq, 10), us(r.TallyUntil)
 		if unleased > 0 && r.TallyUntil.After(r.At) {
@@ -231,16 +231,16 @@ func (s *Store) Report(ctx context.Context, key string, r llmretry.Report) (llmr
 	return f, err
 }
 
-// TakeProbe asks for key's probe lease (see llmretry.Store).
-func (s *Store) TakeProbe(ctx context.Context, key string, l llmretry.Lease) (llmretry.Facts, bool, error) {
+// TakeProbe asks for key's probe lease (see store.Store).
+func (s *Store) TakeProbe(ctx context.Context, key string, l store.Lease) (store.Facts, bool, error) {
 	s.lifetime(l.Until.Sub(l.At))
 	f, ok, _, err := s.run(ctx, "take probe", takeProbeScript, key, us(l.At), l.Holder, ms(l.Until), key, s.channel())
 	return f, ok, err
 }
 
 // TakeRetry asks for one of key's retry leases, of which at most limit may
-// be live (see llmretry.Store).
-func (s *Store) TakeRetry(ctx context.Context, key string, l llmretry.Lease, limit int) (llmretry.Facts, bool, error) {
+// be live (see store.Store).
+func (s *Store) TakeRetry(ctx context.Context, key string, l store.Lease, limit int) (store.Facts, bool, error) {
 	s.lifetime(l.Until.Sub(l.At))
 	f, ok, _, err := s.run(ctx, "take retry", takeRetryScript, key, us(l.At), l.Holder, ms(l.Until), limit, key, s.channel())
 	return f, ok, err
@@ -250,16 +250,16 @@ func (s *Store) TakeRetry(ctx context.Context, key string, l llmretry.Lease, lim
 // leases of a key whose calls in flight are limited to limit (0: not
 // limited), which counts the live send leases and tallies; it returns the
 // instant the send may go, and whether it was granted (see
-// llmretry.Store). The slot is reckoned in microseconds. A grant is not
+// store.Store). The slot is reckoned in microseconds. A grant is not
 // announced; the end of a send lease (Release) is.
-func (s *Store) TakeSend(ctx context.Context, key string, l llmretry.Lease, limit int) (llmretry.Facts, time.Time, bool, error) {
+func (s *Store) TakeSend(ctx context.Context, key string, l store.Lease, limit int) (store.Facts, time.Time, bool, error) {
 	s.lifetime(l.Until.Sub(l.At))
 	f, ok, slot, err := s.run(ctx, "take send", takeSendScript, key, us(l.At), l.Holder, us(l.Until), max(limit, 0), key, s.channel())
 	return f, slot, ok, err
 }
 
 // Release ends any lease holder holds on key.
-func (s *Store) Release(ctx context.Context, key, holder string, now time.Time) (llmretry.Facts, error) {
+func (s *Store) Release(ctx context.Context, key, holder string, now time.Time) (store.Facts, error) {
 	f, _, _, err := s.run(ctx, "release", releaseScript, key, us(now), holder, key, s.channel())
 	return f, err
 }
@@ -274,14 +274,14 @@ type result struct {
 // (the script runs on a goroutine of its own, so that a client that does
 // not honour its context's deadline cannot hold the caller longer), and
 // decodes its answer. Failures are logged when they begin and end.
-func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name string, args ...any) (llmretry.Facts, bool, time.Time, error) {
+func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name string, args ...any) (store.Facts, bool, time.Time, error) {
 	if err := ctx.Err(); err != nil {
-		return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, err)
+		return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return llmretry.Facts{}, false, time.Time{}, errClosed
+		return store.Facts{}, false, time.Time{}, errClosed
 	}
 	s.calls.Add(1)
 	s.mu.Unlock()
@@ -309,7 +309,7 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name strin
 	}
 	if res.err != nil && ctx.Err() != nil {
 		// The caller's context ended: not Redis's failure.
-		return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, ctx.Err())
+		return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, ctx.Err())
 	}
 	var a answer
 	if res.err == nil {
@@ -321,17 +321,17 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name strin
 		s.dropped(bad, "a key's facts")
 		if res.err != nil {
 			// Malformed: this key's trouble, not Redis's.
-			return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, res.err)
+			return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, res.err)
 		}
 	}
 	if res.err != nil && !s.wide(res.err) {
 		// One key's trouble (its data, its slot): logged, not Redis's health.
 		s.keyFailed(res.err)
-		return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, res.err)
+		return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, res.err)
 	}
 	s.health(seq, res.err)
 	if res.err != nil {
-		return llmretry.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w: %w", op, llmretry.ErrStoreUnreachable, res.err)
+		return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnreachable, res.err)
 	}
 	return a.f, a.granted, a.slot, nil
 }
@@ -394,7 +394,7 @@ func fromUS(n int64) time.Time {
 
 // answer is a script's answer, decoded.
 type answer struct {
-	f       llmretry.Facts
+	f       store.Facts
 	granted bool
 	slot    time.Time // TakeSend's instant; zero for none
 	bad     uint64    // fields of the key's facts read as nothing
@@ -449,19 +449,19 @@ const numFacts = 15
 // facts builds Facts from their encoded numbers (v, ds, du, np, pu, w, n,
 // b, e, fu, mi, gr, ca, cu, s: times in ms but e, fu, gr and ca, in µs)
 // and strings, and reports whether each is in range.
-func facts(n [numFacts]int64, prober, reason string) (llmretry.Facts, bool) {
+func facts(n [numFacts]int64, prober, reason string) (store.Facts, bool) {
 	if len(prober) > maxProber || len(reason) > maxReason {
-		return llmretry.Facts{}, false
+		return store.Facts{}, false
 	}
 	// The largest value of each number.
 	limits := [numFacts]int64{maxVersion, maxMS, maxMS, maxMS, maxMS, maxMS, maxRetries,
 		maxBurst, maxMS, maxUS, maxCount, maxMS, maxUS, maxMS, maxCount}
 	for i, x := range n {
 		if x < 0 || x > limits[i] {
-			return llmretry.Facts{}, false
+			return store.Facts{}, false
 		}
 	}
-	return llmretry.Facts{
+	return store.Facts{
 		Version:     uint64(n[0]),
 		DownSince:   fromMS(n[1]),
 		DownUntil:   fromMS(n[2]),

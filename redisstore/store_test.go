@@ -4,21 +4,21 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/redisstore"
-	"github.com/llmretry/llmretry/storetest"
+	"github.com/llmretry/llmretry/store"
+	"github.com/llmretry/llmretry/store/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
-// The Store keeps the llmretry.Store contract against a real redis-server,
+// The Store keeps the store.Store contract against a real redis-server,
 // with two Stores (two clients) over one server as the fleet.
 func TestContract(t *testing.T) {
 	srv := startRedis(t)
-	storetest.Run(t, func(t *testing.T) []llmretry.Store {
+	storetest.Run(t, func(t *testing.T) []store.Store {
 		p := prefix(t)
-		return []llmretry.Store{
-			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p}),
-			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p}),
+		return []store.Store{
+			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
+			newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
 		}
 	})
 }
@@ -26,11 +26,11 @@ func TestContract(t *testing.T) {
 // The scripts keep it on miniredis too: a fast check that needs no server.
 func TestContractMiniredis(t *testing.T) {
 	m := miniredis.RunT(t)
-	storetest.Run(t, func(t *testing.T) []llmretry.Store {
+	storetest.Run(t, func(t *testing.T) []store.Store {
 		p := prefix(t)
-		return []llmretry.Store{
-			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p}),
-			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p}),
+		return []store.Store{
+			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
+			newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
 		}
 	})
 }
@@ -45,11 +45,11 @@ func TestContractCluster(t *testing.T) {
 		t.Cleanup(func() { _ = cl.Close() })
 		return cl
 	}
-	storetest.Run(t, func(t *testing.T) []llmretry.Store {
+	storetest.Run(t, func(t *testing.T) []store.Store {
 		p := prefix(t)
-		return []llmretry.Store{
-			newStore(t, cluster(t), redisstore.Options{Prefix: p}),
-			newStore(t, cluster(t), redisstore.Options{Prefix: p}),
+		return []store.Store{
+			newStore(t, cluster(t), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
+			newStore(t, cluster(t), redisstore.Options{Prefix: p, Timeout: roomyTimeout}),
 		}
 	})
 }

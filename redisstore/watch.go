@@ -10,13 +10,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/store"
 	"github.com/redis/go-redis/v9"
 )
 
 // watcher is one Watch registration.
 type watcher struct {
-	fn func(key string, f llmretry.Facts)
+	fn func(key string, f store.Facts)
 }
 
 // subscription is the Store's one subscription to its channel, shared by
@@ -42,7 +42,7 @@ type subscription struct {
 // than once). Notices may be late, repeated, out of order (Version orders
 // them) or lost; each time the subscription is made again (after a
 // failure, or a silent drop its pings found), fn is called once with an
-// empty name and zero Facts, as the llmretry.Store contract says, since
+// empty name and zero Facts, as the store.Store contract says, since
 // what was published meanwhile is lost. fn must return promptly and must
 // not call the Store.
 //
@@ -51,7 +51,7 @@ type subscription struct {
 // after Options.Timeout if Redis does not answer (the subscription then
 // goes on trying). A watcher added to a running subscription does not
 // wait.
-func (s *Store) Watch(fn func(key string, f llmretry.Facts)) (stop func()) {
+func (s *Store) Watch(fn func(key string, f store.Facts)) (stop func()) {
 	w := &watcher{fn: fn}
 	s.mu.Lock()
 	if s.closed {
@@ -189,7 +189,7 @@ func (s *Store) subscribe(sub *subscription) {
 				close(sub.ready)
 			})
 			if !first {
-				s.dispatch("", llmretry.Facts{})
+				s.dispatch("", store.Facts{})
 			}
 		case *redis.Message:
 			if name, f, ok := s.notice(m.Payload); ok {
@@ -209,14 +209,14 @@ func timeout(err error) bool {
 // dropped, as is one whose version is further ahead of this process's
 // clock than any Redis clock would be (versions are Redis's clock, in
 // microseconds).
-func (s *Store) notice(msg string) (string, llmretry.Facts, bool) {
+func (s *Store) notice(msg string) (string, store.Facts, bool) {
 	name, f, ok := decodeNotice(msg)
 	if ok && (name == "" || f.Version > uint64(time.Now().Add(versionSlack).UnixMicro())) {
 		ok = false // an empty name is this package's own word to re-read every key
 	}
 	if !ok {
 		s.dropped(1, "a notice")
-		return "", llmretry.Facts{}, false
+		return "", store.Facts{}, false
 	}
 	s.dropped(0, "")
 	return name, f, true
@@ -227,9 +227,9 @@ func (s *Store) notice(msg string) (string, llmretry.Facts, bool) {
 const versionSlack = time.Hour
 
 // dispatch calls every watcher with a notice.
-func (s *Store) dispatch(name string, f llmretry.Facts) {
+func (s *Store) dispatch(name string, f store.Facts) {
 	s.mu.Lock()
-	fns := make([]func(string, llmretry.Facts), 0, len(s.watchers))
+	fns := make([]func(string, store.Facts), 0, len(s.watchers))
 	for w := range s.watchers {
 		fns = append(fns, w.fn)
 	}
@@ -280,31 +280,31 @@ const maxHead = 400
 // a field that is not a number in range, lengths that do not fit the
 // message, an empty name — is not a notice: ok is false. It never panics,
 // whatever msg holds (FuzzDecodeNotice).
-func decodeNotice(msg string) (name string, f llmretry.Facts, ok bool) {
+func decodeNotice(msg string) (name string, f store.Facts, ok bool) {
 	head, rest, found := strings.Cut(msg, "\n")
 	if !found || len(head) > maxHead {
-		return "", llmretry.Facts{}, false
+		return "", store.Facts{}, false
 	}
 	fields := strings.Fields(head)
 	if len(fields) != numFacts+2 {
-		return "", llmretry.Facts{}, false
+		return "", store.Facts{}, false
 	}
 	var n [numFacts + 2]int64
 	for i, field := range fields {
 		x, err := strconv.ParseInt(field, 10, 64)
 		if err != nil || x < 0 {
-			return "", llmretry.Facts{}, false
+			return "", store.Facts{}, false
 		}
 		n[i] = x
 	}
 	lp, ln := n[numFacts], n[numFacts+1]
 	// Compared one at a time, never summed: a sum may overflow.
 	if lp > maxProber || ln == 0 || ln > maxName || lp > int64(len(rest)) || ln > int64(len(rest))-lp {
-		return "", llmretry.Facts{}, false
+		return "", store.Facts{}, false
 	}
 	prober, name, reason := rest[:lp], rest[lp:lp+ln], rest[lp+ln:]
 	if len(reason) > maxReason {
-		return "", llmretry.Facts{}, false
+		return "", store.Facts{}, false
 	}
 	f, ok = facts([numFacts]int64(n[:numFacts]), prober, reason)
 	return name, f, ok

@@ -63,9 +63,10 @@ type Config struct {
 	// Spread. With Lead, process 0's call 0 starts at Start instead.
 	From, Spread time.Duration
 	Lead         bool
-	Provider     string // the provider's URL
-	Redis        string // Redis's address; empty: each process coordinates alone
-	Prefix       string // Options.Prefix
+	Provider     string        // the provider's URL
+	Redis        string        // Redis's address; empty: each process coordinates alone
+	Prefix       string        // Options.Prefix
+	Timeout      time.Duration // Options.Timeout (zero: its default)
 	Probe        time.Duration
 	Release      time.Duration // Coordination.ReleaseSpread
 	Deadline     time.Duration // each call's
@@ -86,6 +87,9 @@ type Result struct {
 	Err        string
 	Attempts   int
 	Probes     int
+	// Knew is when its process first knew of trouble on the key: a 429
+	// came back to one of its calls, or one was held (zero: never).
+	Knew time.Time
 }
 
 // Process is what one process printed.
@@ -127,7 +131,7 @@ func Run(cfg Config, out, logs io.Writer) error {
 	if cfg.Redis != "" {
 		client := redis.NewClient(&redis.Options{Addr: cfg.Redis})
 		defer client.Close()
-		st, err := redisstore.New(client, redisstore.Options{Prefix: cfg.Prefix, Secret: Secret,
+		st, err := redisstore.New(client, redisstore.Options{Prefix: cfg.Prefix, Secret: Secret, Timeout: cfg.Timeout,
 			Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 		if err != nil {
 			return err
@@ -138,7 +142,13 @@ func Run(cfg Config, out, logs io.Writer) error {
 	var (
 		mu       sync.Mutex
 		attempts = map[string]*Result{}
+		knew     time.Time
 	)
+	learn := func() { // with mu held
+		if knew.IsZero() {
+			knew = time.Now()
+		}
+	}
 	policy := llmretry.Policy{
 		Waits:   []time.Duration{time.Second, 2 * time.Second, 4 * time.Second},
 		Reserve: time.Second,
@@ -151,6 +161,14 @@ func Run(cfg Config, out, logs io.Writer) error {
 					r.Probes++
 				}
 			}
+			if a.Response != nil && a.Response.StatusCode == http.StatusTooManyRequests {
+				learn()
+			}
+		},
+		OnHold: func(llmretry.Hold) {
+			mu.Lock()
+			defer mu.Unlock()
+			learn()
 		},
 	}
 	if len(cfg.Waits) > 0 {
@@ -187,6 +205,7 @@ func Run(cfg Config, out, logs io.Writer) error {
 	wg.Wait()
 	enc := json.NewEncoder(out)
 	for _, r := range results {
+		r.Knew = knew
 		if err := enc.Encode(r); err != nil {
 			return err
 		}

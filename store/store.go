@@ -1,4 +1,4 @@
-package llmretry
+package store
 
 import (
 	"context"
@@ -6,29 +6,42 @@ import (
 	"time"
 )
 
-// ErrStoreUnreachable, wrapped by a Store method's error, says that the
-// store as a whole cannot be reached (it does not answer, or refuses
-// every call), not that one key failed: every key then coordinates
-// in-process for a probe interval. Any other error sends only the key it
-// was about there.
-var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
+// ErrUnreachable, wrapped by a Store method's error, says that the store
+// as a whole cannot be reached (it does not answer, or refuses every
+// call), not that one key failed: every key then coordinates in-process
+// for a probe interval. Any other error sends only the key it was about
+// there.
+var ErrUnreachable = errors.New("llmretry: store unreachable")
+
+// VersionHold is the least time a Store keeps a key's Version after its
+// last change, lapsed facts or not, so that a late notice can be told
+// from a new one: a process takes facts with a lower Version than its
+// view's only once its view is this old.
+const VersionHold = time.Minute
 
 // Store keeps the facts that coordinated calls share about each provider
-// key (see Coordination): whether the key is down, since when and why, who
-// may probe it and until when, when the provider's requested wait ends,
-// and how many retries on calls' own schedules are in flight. Every fact
-// has an expiry; a store forgets a key once none of its facts is live.
+// key (see llmretry.Coordination): whether the key is down, since when and
+// why, who may probe it and until when, when the provider's requested
+// wait ends, how many retries on calls' own schedules are in flight, the
+// pace a spent rate limit sets, and the limit on calls in flight a 429
+// taught with the calls in flight counted against it. Every fact has an
+// expiry; a store forgets a key once none of its facts is live.
 //
 // A Store holds facts only. What waits on them — held calls, their
 // channels and timers, the choice of the next probe among them — stays in
 // the process that holds the calls, which keeps a local view of each key
 // fed by the store's answers and by Watch. A call whose key is quiet in
 // that view makes no store call at all; a process writes only when a
-// failure, a recovery, a probe or a budgeted retry changes a fact.
+// failure, a recovery, a probe, a budgeted retry, a server wait, a spent
+// rate limit or a 429's limit changes a fact, and, while a key is paced or
+// limited, for each send (and, while it is limited, for the send's end and
+// the process's count of its calls in flight without a send lease).
 //
-// Coordination.Store nil means the in-process store: one per Transport,
-// in memory. A shared store (github.com/llmretry/llmretry/redisstore)
-// lets a fleet of processes coordinate as one.
+// llmretry.Coordination.Store nil means an in-process store (of the kind
+// llmretry.NewMemoryStore returns): one per Transport. A shared store
+// (github.com/llmretry/llmretry/redisstore) lets a fleet of processes
+// coordinate as one. A Store belongs to whoever made it: a Transport
+// calls it and watches it, and never closes it.
 //
 // # Contract
 //
@@ -94,10 +107,10 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 //     announced; the end of a send lease and a changed tally must be,
 //     since calls elsewhere may wait for them). A holder that already
 //     holds a send lease is refused one at the limit and otherwise keeps
-//     one lease, until the later Until. A store keeps a key's Version for at least
-//     a minute after its last change, lapsed facts or not, so that a late
-//     notice can be told from a new one; after that a forgotten key may
-//     start again from zero.
+//     one lease, until the later Until. A store keeps a key's Version for
+//     at least VersionHold (a minute) after its last change, lapsed facts
+//     or not, so that a late notice can be told from a new one; after that
+//     a forgotten key may start again from zero.
 //   - Watch calls fn, on any goroutine, with each key's facts after they
 //     change, from this process or any other, until stop is called. fn must
 //     return promptly and must not call the store. Notices may be late,
@@ -114,7 +127,7 @@ var ErrStoreUnreachable = errors.New("llmretry: store unreachable")
 // notice costs at most that. A quiet key's calls make no store call. A
 // store's method may fail: the coordinating process then goes on with an
 // in-process store of its own, for that key alone, for one probe interval
-// before it tries the store again; an error that wraps ErrStoreUnreachable
+// before it tries the store again; an error that wraps ErrUnreachable
 // sends every key there.
 // So a failing store never fails a call or holds it past its deadline,
 // one failing key sinks no other, and no store error reaches a caller.
@@ -156,95 +169,9 @@ type Store interface {
 	Watch(fn func(key string, f Facts)) (stop func())
 }
 
-// Facts is what a Store knows of one provider key at one instant. The zero
-// Facts says that nothing is known: the key is up, nobody probes it and
-// the provider asked for no wait. A Facts is a value; it holds no
-// credential and nothing of any request or response but the failure's
-// kind.
-type Facts struct {
-	// Version orders the facts of one key: it grows with every change (a
-	// key its store forgot may start again from zero).
-	Version uint64
-	// DownSince is when the key went down (the first failure of the
-	// outage), DownUntil when the down state lapses unless a failure
-	// confirms it again; both zero while the key is up.
-	DownSince, DownUntil time.Time
-	// Reason is the kind of the last failure that confirmed the key down:
-	// a status ("502 Bad Gateway") or a transport failure ("connection
-	// refused"), never a body, a URL or a credential.
-	Reason string
-	// NextProbe is the earliest time the next probe may go.
-	NextProbe time.Time
-	// Prober holds the probe lease until ProbeUntil; empty if nobody does.
-	Prober     string
-	ProbeUntil time.Time
-	// WaitUntil is when the wait the provider asked for (Retry-After) ends;
-	// nothing is sent for the key before it.
-	WaitUntil time.Time
-	// Retries is the number of live retry leases: retries on calls' own
-	// schedules in flight, counted against the retry budget.
-	Retries int
-
-	// Burst, Every and Full pace the key under a rate limit the provider
-	// published and the key has spent: a bucket of Burst requests, one
-	// back each Every, full again at Full (the generic cell rate
-	// algorithm's theoretical arrival time). The key is paced until Full;
-	// all three are zero when it is not.
-	Burst int
-	Every time.Duration
-	Full  time.Time
-	// MaxInFlight is the limit on the key's calls in flight learnt from a
-	// 429 at CutAt (0: none); it grows by one each Grow since (see Cap),
-	// and lapses at CapUntil. All four are zero when there is none.
-	MaxInFlight     int
-	Grow            time.Duration
-	CutAt, CapUntil time.Time
-	// InFlight is the number of the key's calls in flight the store
-	// counts: live send leases, and the calls each process said it has in
-	// flight without one (its tally; see Report.Owner).
-	InFlight int
-}
-
-// Down reports whether f says the key is down at now.
-func (f Facts) Down(now time.Time) bool {
-	return !f.DownSince.IsZero() && now.Before(f.DownUntil)
-}
-
-// Probing reports whether someone holds the probe lease at now.
-func (f Facts) Probing(now time.Time) bool {
-	return f.Prober != "" && now.Before(f.ProbeUntil)
-}
-
-// Waiting reports whether the provider's wait is not over at now.
-func (f Facts) Waiting(now time.Time) bool {
-	return now.Before(f.WaitUntil)
-}
-
-// Paced reports whether the key's calls are paced at now.
-func (f Facts) Paced(now time.Time) bool {
-	return f.Every > 0 && now.Before(f.Full)
-}
-
-// Capped reports whether the key's calls in flight are limited at now.
-func (f Facts) Capped(now time.Time) bool {
-	return f.MaxInFlight > 0 && now.Before(f.CapUntil)
-}
-
-// Cap returns the limit on the key's calls in flight at now: MaxInFlight,
-// plus one for each Grow since CutAt (none if Grow is not positive); 0 if
-// the key has no limit at now.
-func (f Facts) Cap(now time.Time) int {
-	if !f.Capped(now) {
-		return 0
-	}
-	if f.Grow <= 0 || !now.After(f.CutAt) {
-		return f.MaxInFlight
-	}
-	return f.MaxInFlight + int(min(now.Sub(f.CutAt)/f.Grow, 1<<20))
-}
-
 // Report is one attempt's evidence about its provider key, for
-// Store.Report.
+// Store.Report. A Report is a value the caller fills; the zero Report
+// says nothing (NoEvidence) and changes no fact.
 type Report struct {
 	// At is when the attempt ended.
 	At time.Time
@@ -285,7 +212,8 @@ type Report struct {
 	CapUntil time.Time
 }
 
-// Evidence is what one attempt's result says of its provider.
+// Evidence is what one attempt's result says of its provider. The zero
+// Evidence is NoEvidence.
 type Evidence int8
 
 const (
@@ -300,7 +228,9 @@ const (
 )
 
 // Lease asks a Store for a lease: Holder, asking at At, for a lease that
-// lapses at Until unless released first.
+// lapses at Until unless released first. A Lease is a value the caller
+// fills; it has no useful zero value (a lease held by nobody, lapsed from
+// the start).
 type Lease struct {
 	Holder    string
 	At, Until time.Time

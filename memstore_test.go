@@ -4,14 +4,15 @@ import (
 	"testing"
 
 	"github.com/llmretry/llmretry"
-	"github.com/llmretry/llmretry/storetest"
+	"github.com/llmretry/llmretry/store"
+	"github.com/llmretry/llmretry/store/storetest"
 )
 
 // The in-process store keeps the Store contract (the Redis store runs the
 // same checks in redisstore/).
 func TestMemoryStoreContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) []llmretry.Store {
+	storetest.Run(t, func(t *testing.T) []store.Store {
 		s := llmretry.NewMemoryStore()
-		return []llmretry.Store{s, s}
+		return []store.Store{s, s}
 	})
 }
