@@ -204,7 +204,7 @@ func NewCoordinated(base http.RoundTripper, p Policy, c Coordination) (*Transpor
 		return nil, err
 	}
 	co, stop := newCoordinator(c.resolved())
-	t.coord = co
+	t.keepers = co
 	runtime.AddCleanup(t, func(stop func()) { stop() }, stop)
 	return t, nil
 }

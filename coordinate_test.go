@@ -440,7 +440,7 @@ func TestCoordinatedKeysAreHostAndCredential(t *testing.T) {
 		assert.Len(t, sent, 4, "%v", sent)
 		mu.Unlock()
 
-		co := rt.coord
+		co := coordOf(rt)
 		a1 := mustRequest(t, context.Background())
 		a1.Header.Set("Authorization", "Bearer A")
 		a2 := a1.Clone(context.Background())
@@ -559,7 +559,7 @@ func TestCoordinatedCancelWhileHeld(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, 2*time.Second, time.Since(p.start))
 		assert.Equal(t, 1, h.ended()[HoldCanceled])
-		st := rt.coord.stats(time.Now())
+		st := coordOf(rt).stats(time.Now())
 		require.Len(t, st, 1)
 		for _, k := range st {
 			assert.True(t, k.facts.Down(time.Now()), "the key stays down for later calls")
@@ -787,7 +787,7 @@ func TestCoordinatedChaos(t *testing.T) {
 			wg.Wait()
 			t.Logf("round %d: %v", round, outcomes)
 			assert.Positive(t, outcomes["200 OK"], "some calls got through")
-			for name, k := range rt.coord.stats(time.Now()) {
+			for name, k := range coordOf(rt).stats(time.Now()) {
 				assert.Zero(t, k.calls, "%v: calls", name)
 				assert.Zero(t, k.waiters, "%v: held calls", name)
 				assert.Zero(t, k.facts.Retries, "%v: retries in flight", name)

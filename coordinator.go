@@ -19,8 +19,9 @@ import (
 // coordinator is the coordination layer of a Transport made by
 // NewCoordinated: the provider keys its calls use, each with a local view
 // of the key's facts (fed by the store's answers and notices) and the
-// calls held on it. The core knows it through Transport.coord and each
-// call's coordCall (gate.go).
+// calls held on it. The core knows it only through the seam in
+// gatekeeper.go: as its Transport's gatekeepers, and each call's coordCall
+// (gate.go) as that call's gatekeeper.
 //
 // Its map of keys is read without a lock on every call; a key's view is an
 // atomic pointer, so a call to a quiet key takes no lock and makes no

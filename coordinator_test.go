@@ -72,7 +72,7 @@ func TestCoordinatedDownLapses(t *testing.T) {
 		// returned and the key is down with nobody to probe it.
 		r := callMany(t, rt, p.start, 1, 0, 30*time.Second, nil)
 		require.Error(t, r[0].err)
-		require.True(t, rt.coord.stats(time.Now())["api.example.com"].facts.Down(time.Now()))
+		require.True(t, coordOf(rt).stats(time.Now())["api.example.com"].facts.Down(time.Now()))
 
 		time.Sleep(time.Hour)
 		start := time.Now()
@@ -85,7 +85,7 @@ func TestCoordinatedDownLapses(t *testing.T) {
 		}
 		assert.Empty(t, h.all, "nobody was held")
 		var k *keyState
-		rt.coord.keys.Range(func(_, v any) bool { k = v.(*keyState); return false })
+		coordOf(rt).keys.Range(func(_, v any) bool { k = v.(*keyState); return false })
 		assert.True(t, k.quiet(), "the lapsed view is quiet again: the next call takes the success path")
 	})
 }
@@ -103,7 +103,7 @@ func TestCoordinatedSilenceLeavesNothing(t *testing.T) {
 		for _, r := range results {
 			require.NoError(t, r.err)
 		}
-		require.Len(t, rt.coord.stats(time.Now()), 10, "ten keys in use")
+		require.Len(t, coordOf(rt).stats(time.Now()), 10, "ten keys in use")
 
 		time.Sleep(time.Hour)
 		start := time.Now()
@@ -113,14 +113,14 @@ func TestCoordinatedSilenceLeavesNothing(t *testing.T) {
 		})
 		require.NoError(t, results[0].err)
 		assert.Equal(t, start.Sub(p.start), p.arrivals()[n], "straight out")
-		st := rt.coord.stats(time.Now())
+		st := coordOf(rt).stats(time.Now())
 		assert.Len(t, st, 1, "only the key just used: %v", st)
 		for name, k := range st {
 			assert.Zero(t, k.calls, name)
 			assert.Zero(t, k.waiters, name)
 			assert.Equal(t, store.Facts{}, k.facts, name)
 		}
-		assert.Zero(t, rt.coord.shared.(*memStore).size(), "the store forgot every key")
+		assert.Zero(t, coordOf(rt).shared.(*memStore).size(), "the store forgot every key")
 	})
 }
 
@@ -169,13 +169,13 @@ func TestCoordinatedForgetsOneOffKeys(t *testing.T) {
 				}
 			}
 			time.Sleep(time.Hour)
-			rt.coord.maybeSweep(time.Now())
-			assert.Zero(t, rt.coord.shared.(*memStore).size(), "round %d: the store kept keys", round)
-			left := len(rt.coord.stats(time.Now()))
+			coordOf(rt).maybeSweep(time.Now())
+			assert.Zero(t, coordOf(rt).shared.(*memStore).size(), "round %d: the store kept keys", round)
+			left := len(coordOf(rt).stats(time.Now()))
 			assert.LessOrEqual(t, left, perRound, "round %d: at most the last round's quiet keys, marked to go", round)
 			time.Sleep(sweepEvery)
-			rt.coord.maybeSweep(time.Now())
-			assert.Empty(t, rt.coord.stats(time.Now()), "round %d: every key forgotten", round)
+			coordOf(rt).maybeSweep(time.Now())
+			assert.Empty(t, coordOf(rt).stats(time.Now()), "round %d: every key forgotten", round)
 			heaps = append(heaps, liveHeap())
 		}
 		t.Logf("live heap after each round (as of the latest GC): %v", heaps)

@@ -12,9 +12,9 @@ import (
 // rule against ctx's deadline, OnAttempt once per call (with a nil
 // Request and Response) and OnExhausted, asked once per round when the
 // schedule is spent (a yes calls again at once, then runs the schedule's
-// retries again). MaxRetryAfter, RetryStreams, the timeouts
-// (AttemptTimeout, FirstEventTimeout, StreamIdleTimeout) and OnHold do not
-// apply.
+// retries again), and MaxRetryAfter for the waits an error states (below).
+// RetryStreams, the timeouts (AttemptTimeout, FirstEventTimeout,
+// StreamIdleTimeout) and OnHold do not apply.
 //
 // Do is for tool calls and other work that is not an HTTP request. Only
 // idempotent or read-only tools belong in it: a call that failed may have
@@ -22,16 +22,25 @@ import (
 // Permanent for failures a retry will not fix (bad arguments, a refused
 // permission); Do then gives up at once.
 //
+// A tool whose provider says how long to wait (a search API's 429 with
+// Retry-After, a queue's "busy, retry in 2 s") states it in its error: an
+// error with a method RetryAfter() time.Duration, anywhere in its chain
+// (errors.As finds it; a negative wait counts as zero). Do honours it as
+// a Transport honours a server's Retry-After: the next call waits the
+// longer of the schedule's wait and the stated one; a stated wait above
+// MaxRetryAfter stops Do at once with ErrWaitTooLong, and one that would
+// break the deadline/reserve rule with ErrNoTimeLeft, without waiting.
+//
 // A call is retried while it returns a non-nil error that is not marked
 // Permanent and ctx has not ended (an error the call returns once ctx is
 // done is the context's own and is never retried). Do returns the last
 // call's result: its value and a nil error on success; otherwise the value
 // the last call returned and an *Exhausted error (Request nil) that counts
 // the calls, says why Do stopped (Reason: ErrNotRetryable for a Permanent
-// error, ErrRetriesSpent, ErrNoTimeLeft, or ctx's error) and wraps the last
-// call's error, so errors.Is and errors.As reach both. If ctx ends during a
-// wait, Do returns at once with an *Exhausted error wrapping ctx's error and
-// makes no further call.
+// error, ErrRetriesSpent, ErrNoTimeLeft, ErrWaitTooLong, or ctx's error)
+// and wraps the last call's error, so errors.Is and errors.As reach both.
+// If ctx ends during a wait, Do returns at once with an *Exhausted error
+// wrapping ctx's error and makes no further call.
 //
 // An invalid policy is refused with Validate's error before call is made.
 //
@@ -55,45 +64,111 @@ func Do[T any](ctx context.Context, p Policy, call func(context.Context) (T, err
 		return call(ctx) // an outer llmretry call does the retrying
 	}
 	rp := p.resolved()
-	inner := markRetrying(ctx)
-	lim := limitsOf(ctx, &rp, nil)
-	n := 0       // calls made, across rounds
-	retries := 0 // retries taken in the current round
-	for {
-		v, err := call(inner)
-		n++
-		if err == nil {
-			rp.recordCall(n, nil, 0, nil)
-			return v, nil
-		}
-		wait, why := rp.doNext(ctx, retries+1, err, lim)
-		rp.recordCall(n, err, wait, why.reason(ctx))
-		if why == stopSpent && rp.OnExhausted != nil && ctx.Err() == nil {
-			if rp.OnExhausted.Ask(ctx, &Exhausted{Attempts: n, Reason: ErrRetriesSpent, Err: err}) && ctx.Err() == nil {
-				// Another round: one call at once (the person who
-				// answered has waited already), then the schedule's
-				// retries, still under the deadline/reserve rule.
-				retries, wait, why = -1, 0, lim.allows(time.Now())
-			}
-		}
-		if why != stopNone {
-			return v, &Exhausted{Attempts: n, Reason: why.reason(ctx), Err: err}
-		}
-		retries++
-		if err := sleep(ctx, wait); err != nil {
-			return v, &Exhausted{Attempts: n, Reason: err, Err: err}
-		}
-	}
+	d := &doCall[T]{ctx: ctx, inner: markRetrying(ctx), p: &rp, fn: call}
+	d.lim = limitsOf(ctx, &rp, nil)
+	d.attempt()
+	rp.runRounds(ctx, d)
+	return d.result()
 }
 
-// doNext decides whether retry k (1-based within the round) of a call
-// that failed with err follows, and after how long. p must be resolved.
-func (p *Policy) doNext(ctx context.Context, k int, err error, lim limits) (time.Duration, stop) {
-	if ctx.Err() != nil || isPermanent(err) {
-		return 0, stopFinal
+// doCall is the state of one Do: its rounds and its latest call's result.
+// It belongs to Do's goroutine.
+type doCall[T any] struct {
+	rounds
+	ctx   context.Context // the caller's
+	inner context.Context // ctx, marked as inside a retrying call
+	p     *Policy         // resolved
+	fn    func(context.Context) (T, error)
+	v     T     // the latest call's value
+	err   error // and its error
+	cut   error // ctx ended during a wait
+}
+
+// attempt calls the operation once.
+func (d *doCall[T]) attempt() {
+	d.v, d.err = d.fn(d.inner)
+	d.n++
+}
+
+// round calls the operation again after each wait decide chooses, until
+// decide says no retry follows, and says why; a wait that ctx cuts short
+// ends the round (and Do) too.
+func (d *doCall[T]) round() stop {
+	for d.decide() {
+		if err := sleep(d.ctx, d.wait); err != nil {
+			d.cut = err
+			break
+		}
+		d.attempt()
 	}
-	sched, ok := p.scheduleWait(k, lim.hasDeadline())
-	return p.plan(sched, ok, 0, false, time.Now(), lim, false)
+	return d.why
+}
+
+// decide runs after every call: it says whether a retry follows, leaving
+// its wait in d.wait, or why not, in d.why. It records the call for
+// OnAttempt (the call after an Asker's yes was recorded before it asked).
+func (d *doCall[T]) decide() bool {
+	if d.again {
+		return d.atOnce()
+	}
+	if d.err == nil {
+		d.why = stopAnswered
+		d.p.recordCall(d.n, nil, 0, nil)
+		return false
+	}
+	now := time.Now()
+	server := statedWait(d.err)
+	var wait time.Duration
+	why := stopFinal
+	if d.ctx.Err() == nil && !isPermanent(d.err) {
+		wait, why = d.p.plan(d.p.scheduleWait(d.retries+1, d.lim.hasDeadline()), server, now, d.lim)
+	}
+	d.p.recordCall(d.n, d.err, wait, why.reason(d.ctx))
+	if d.why = why; why != stopNone {
+		return false
+	}
+	d.server = time.Time{}
+	if server.set {
+		d.server = now.Add(server.d)
+	}
+	d.wait = wait
+	d.retries++
+	return true
+}
+
+// waitStater is an error that states how long to wait before the next
+// call (see Do).
+type waitStater interface {
+	RetryAfter() time.Duration
+}
+
+// statedWait returns the wait err states (see Do): that of the first
+// error in its chain with a RetryAfter method, at least zero; unset if
+// none has one.
+func statedWait(err error) pause {
+	var w waitStater
+	if !errors.As(err, &w) {
+		return pause{}
+	}
+	return pause{d: max(0, w.RetryAfter()), set: true}
+}
+
+// exhausted is the record an Asker is shown when a round's retries are
+// spent.
+func (d *doCall[T]) exhausted() *Exhausted {
+	return &Exhausted{Attempts: d.n, Reason: ErrRetriesSpent, Err: d.err}
+}
+
+// result is what Do returns: the last call's value, and nil or an
+// *Exhausted error that says why Do stopped.
+func (d *doCall[T]) result() (T, error) {
+	switch {
+	case d.cut != nil:
+		return d.v, &Exhausted{Attempts: d.n, Reason: d.cut, Err: d.cut}
+	case d.err == nil:
+		return d.v, nil
+	}
+	return d.v, &Exhausted{Attempts: d.n, Reason: d.why.reason(d.ctx), Err: d.err}
 }
 
 // recordCall passes call n's outcome to OnAttempt, if set: its error, the

@@ -203,6 +203,86 @@ func TestDoPermanentStopsAtOnce(t *testing.T) {
 	})
 }
 
+// waitErr is a tool's error that states the wait its provider asked for.
+type waitErr struct{ wait time.Duration }
+
+func (e *waitErr) Error() string             { return "rate limited, retry after " + e.wait.String() }
+func (e *waitErr) RetryAfter() time.Duration { return e.wait }
+
+// A wait an error states is honoured like a server's Retry-After: the
+// next call waits the longer of it and the schedule's wait (Waits 1 s,
+// 2 s here); above MaxRetryAfter (10 s), or past the deadline less the
+// reserve, Do stops at once without waiting. The error may be wrapped, or
+// joined with others; Permanent still wins, and the schedule still bounds
+// the retries.
+func TestDoHonoursAStatedWait(t *testing.T) {
+	stated := func(d time.Duration) error { return &waitErr{wait: d} }
+	twice := func(err error) []error { return []error{err, err, nil} }
+	cases := []struct {
+		name     string
+		script   []error       // the calls' errors; the last repeats
+		deadline time.Duration // 0: none; the reserve is 1 minute
+		gaps     []time.Duration
+		retryIns []time.Duration
+		reason   error // nil: the last call answers
+	}{
+		{name: "longer than the schedule's", script: twice(stated(3 * time.Second)),
+			gaps: []time.Duration{3 * time.Second, 3 * time.Second}, retryIns: []time.Duration{3 * time.Second, 3 * time.Second, 0}},
+		{name: "shorter than the schedule's", script: twice(stated(time.Second / 2)),
+			gaps: []time.Duration{time.Second, 2 * time.Second}, retryIns: []time.Duration{time.Second, 2 * time.Second, 0}},
+		{name: "wrapped", script: twice(fmt.Errorf("search: %w", stated(5*time.Second))),
+			gaps: []time.Duration{5 * time.Second, 5 * time.Second}, retryIns: []time.Duration{5 * time.Second, 5 * time.Second, 0}},
+		{name: "joined", script: twice(errors.Join(errBusy, stated(5*time.Second))),
+			gaps: []time.Duration{5 * time.Second, 5 * time.Second}, retryIns: []time.Duration{5 * time.Second, 5 * time.Second, 0}},
+		{name: "negative counts as zero", script: twice(stated(-time.Hour)),
+			gaps: []time.Duration{time.Second, 2 * time.Second}, retryIns: []time.Duration{time.Second, 2 * time.Second, 0}},
+		{name: "above MaxRetryAfter", script: twice(stated(time.Hour)),
+			retryIns: []time.Duration{0}, reason: ErrWaitTooLong},
+		{name: "past the deadline less the reserve", script: twice(stated(8 * time.Second)), deadline: time.Minute + 5*time.Second,
+			retryIns: []time.Duration{0}, reason: ErrNoTimeLeft},
+		{name: "Permanent wins", script: twice(Permanent(stated(time.Second))),
+			retryIns: []time.Duration{0}, reason: ErrNotRetryable},
+		{name: "the schedule still bounds the retries", script: []error{stated(time.Second)},
+			gaps: []time.Duration{time.Second, 2 * time.Second}, retryIns: []time.Duration{time.Second, 2 * time.Second, 0}, reason: ErrRetriesSpent},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				if tc.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+					defer cancel()
+				}
+				tl := &tool{script: tc.script}
+				var rec recorder
+				p := Policy{Waits: []time.Duration{time.Second, 2 * time.Second}, MaxRetryAfter: 10 * time.Second, Reserve: time.Minute, OnAttempt: rec.on}
+				start := time.Now()
+				v, err := Do(ctx, p, tl.call)
+				assert.Equal(t, tc.gaps, tl.gaps())
+				assert.Equal(t, tc.retryIns, rec.retryIns())
+				var total time.Duration
+				for _, g := range tc.gaps {
+					total += g
+				}
+				assert.Equal(t, total, time.Since(start), "no wait but the ones taken")
+				if tc.reason == nil {
+					require.NoError(t, err)
+					assert.Equal(t, "result 3", v)
+					return
+				}
+				var ex *Exhausted
+				require.ErrorAs(t, err, &ex)
+				assert.Equal(t, tc.reason, ex.Reason)
+				assert.Equal(t, tc.reason, rec.last().Stop)
+				assert.Equal(t, len(tc.gaps)+1, ex.Attempts)
+				var we *waitErr
+				assert.ErrorAs(t, err, &we, "the stating error is still reached")
+			})
+		})
+	}
+}
+
 func TestDoInvalidPolicyMakesNoCall(t *testing.T) {
 	tl := &tool{script: []error{nil}}
 	v, err := Do(context.Background(), Policy{Reserve: -time.Second}, tl.call)

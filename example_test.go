@@ -184,6 +184,48 @@ func ExampleDo() {
 	// llmretry: not retryable: no such table: ordrs
 }
 
+// rateLimited is a search API's refusal that says when to come back. Its
+// RetryAfter method is how Do learns the wait.
+type rateLimited struct{ wait time.Duration }
+
+func (e *rateLimited) Error() string             { return fmt.Sprintf("search API: 429, retry after %v", e.wait) }
+func (e *rateLimited) RetryAfter() time.Duration { return e.wait }
+
+// A tool passes on the wait its provider asked for in its error, wrapped
+// or not: Do waits the longer of it and the schedule's wait, and gives up
+// at once on a wait above MaxRetryAfter.
+func ExampleDo_retryAfter() {
+	p := llmretry.Policy{
+		Waits:         []time.Duration{10 * time.Millisecond},
+		MaxRetryAfter: time.Second,
+		OnAttempt: func(a llmretry.Attempt) {
+			fmt.Printf("call %d: %v, retry in %v\n", a.N, a.Err, a.RetryIn)
+		},
+	}
+	calls := 0
+	search := func(ctx context.Context) (string, error) {
+		calls++
+		if calls == 1 {
+			return "", fmt.Errorf("searching: %w", &rateLimited{wait: 30 * time.Millisecond})
+		}
+		return "3 results", nil
+	}
+	res, err := llmretry.Do(context.Background(), p, search)
+	fmt.Println(res, err)
+
+	dailyQuota := func(ctx context.Context) (string, error) {
+		return "", &rateLimited{wait: 24 * time.Hour}
+	}
+	_, err = llmretry.Do(context.Background(), p, dailyQuota)
+	fmt.Println(errors.Is(err, llmretry.ErrWaitTooLong))
+	// Output:
+	// call 1: searching: search API: 429, retry after 30ms, retry in 30ms
+	// call 2: <nil>, retry in 0s
+	// 3 results <nil>
+	// call 1: search API: 429, retry after 24h0m0s, retry in 0s
+	// true
+}
+
 // A Person asks whoever runs the agent whether to keep trying once retries
 // run out. Here the host is a goroutine that says yes; the provider answers
 // on the attempt after.

@@ -45,8 +45,15 @@ type coordCall struct {
 	notBefore time.Time // the call's own server wait: its next attempt goes no sooner
 }
 
-// join makes c's part in the coordination of req's key.
-func (co *coordinator) join(req *http.Request, p *Policy) *coordCall {
+// The coordinator gives each call of its Transport a coordCall as its
+// gatekeeper (see gatekeeper).
+var (
+	_ gatekeepers = (*coordinator)(nil)
+	_ gatekeeper  = (*coordCall)(nil)
+)
+
+// join makes the call's part in the coordination of req's key.
+func (co *coordinator) join(req *http.Request, p *Policy) gatekeeper {
 	k, stripe := co.enter(req)
 	if int64(p.MaxRetryAfter) > co.maxWait.Load() {
 		co.honours(p.MaxRetryAfter)
@@ -85,32 +92,28 @@ func (cc *coordCall) leave() {
 	cc.k.calls.leave(cc.stripe)
 }
 
-// admitFirst is admit for the call's first attempt.
-func (cc *coordCall) admitFirst(ctx context.Context) error {
+// admit holds attempt a until its key lets it through (see pass), and
+// reports whether it goes as the key's probe. A first attempt to a quiet
+// key passes at once, with no store call.
+func (cc *coordCall) admit(ctx context.Context, a admission) (bool, error) {
+	if a.n > 1 {
+		cc.notBefore = a.notBefore
+		err := cc.pass(ctx, a)
+		return cc.wasProbe, err
+	}
 	if cc.k.quiet() && !cc.co.stale(cc.k) {
-		return nil
+		return false, nil
 	}
 	if !cc.co.stale(cc.k) && cc.k.facts(time.Now()) == (store.Facts{}) {
-		return nil // its facts lapsed: quiet again, with no store call
+		return false, nil // its facts lapsed: quiet again, with no store call
 	}
 	cc.co.refresh(ctx, cc.k)
 	if cc.k.quiet() {
-		return nil
+		return false, nil
 	}
 	lim := limitsOf(ctx, cc.p, cc.req)
-	return cc.admit(ctx, lim, 1, false, cc.p.retryLimit(lim.hasDeadline())+1)
-}
-
-// answered tells the key that the call's first attempt got an answer,
-// resp; a key known to be quiet need not hear it, unless resp says a rate
-// limit is spent.
-func (cc *coordCall) answered(ctx context.Context, resp *http.Response) {
-	if cc.probe == "" && cc.k.quiet() {
-		if _, spent := spentPace(resp.Header, cc.sentAt, cc.k.cost.Load()); !spent {
-			return
-		}
-	}
-	cc.report(ctx, outcome{ev: store.ProviderUp, header: resp.Header, status: resp.StatusCode, ownWait: -1, now: time.Now()})
+	err := cc.pass(ctx, admission{n: 1, left: cc.p.retryLimit(lim.hasDeadline()) + 1, latest: lim.latest()})
+	return cc.wasProbe, err
 }
 
 // begin counts an attempt about to be sent on the key: among the key's
@@ -332,16 +335,17 @@ const (
 	gateInFlight             // hold: the key's calls in flight are at its limit
 )
 
-// admit holds the call's next attempt (number n; retry: not its first)
-// until its key lets it through, with left attempts the call may still
-// send. It returns an error, without the attempt being sent, when ctx
-// ends (the context's error) or the call cannot wait as long as the hold
-// may last (a *DownError). A first attempt on a quiet key passes at once.
-func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, left int) error {
+// pass holds the call's attempt a until its key lets it through. It
+// returns an error, without the attempt being sent, when ctx ends (the
+// context's error) or the call cannot wait as long as the hold may last (a
+// *DownError). A retry (a.n above 1) counts against the key's retry
+// budget; a first attempt does not.
+func (cc *coordCall) pass(ctx context.Context, a admission) error {
 	cc.wasProbe = false
 	k := cc.k
+	n, left := a.n, a.left
 	budget := 0
-	if retry {
+	if n > 1 {
 		budget = cc.co.budget(k.calls.load())
 	}
 	cc.co.refresh(ctx, k)
@@ -364,7 +368,7 @@ func (cc *coordCall) admit(ctx context.Context, lim limits, n int, retry bool, l
 			k.unregister(w)
 		}
 	}()
-	latest := lim.latest()
+	latest := a.latest
 	iv := cc.co.cfg.ProbeInterval
 	for turn := 0; ; turn++ {
 		now := time.Now()
@@ -618,39 +622,45 @@ func (cc *coordCall) sent() {
 	cc.k.wakeBudget()
 }
 
-// outcome is what one attempt's result says, for report.
-type outcome struct {
-	ev         store.Evidence
-	reason     string        // the failure's kind (see Facts.Reason)
-	serverWait time.Duration // the wait the server asked for, if hasWait
-	hasWait    bool
-	ownWait    time.Duration // the call's own wait before its retry; negative: none follows
-	header     http.Header   // the response's headers; nil if none
-	status     int           // its status (a stream's first event's); 0 if none
-	now        time.Time
-}
-
 // report tells the key what the call's latest attempt says of the
 // provider, and returns whether the call's next attempt will be held by
-// the key's state. A first failure on a key that was up is probed no later
-// than the call's own schedule would retry it. A response that says a
-// published rate limit is spent paces the key; a 429 that does not, with
-// other calls in flight, limits the key's calls in flight. Only what
-// changes a fact reaches the store: an answer from a key known to be up
-// costs nothing.
-func (cc *coordCall) report(ctx context.Context, o outcome) bool {
-	k, now := cc.k, o.now
-	r := store.Report{At: now, Evidence: o.ev, Prober: cc.probe}
+// the key's state, and paced. A first failure on a key that was up is
+// probed no later than the call's own schedule would retry it. A 429's
+// body that says what a request takes (Requested n tokens) is the key's
+// cost. A response that says a published rate limit is spent paces the
+// key; a 429 that does not, with other calls in flight, limits the key's
+// calls in flight. Only what changes a fact reaches the store: an answer
+// from a key known to be up costs nothing, and reads no clock.
+func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
+	k := cc.k
+	if o.status == http.StatusTooManyRequests {
+		if n := requestedTokens(o.body); n > 0 {
+			k.cost.Store(n) // what a request of the key costs its token limit
+		}
+	}
+	var header http.Header
+	if o.resp != nil {
+		header = o.resp.Header
+	}
+	if o.health == healthUp && o.status < 400 && cc.probe == "" && k.quiet() {
+		// An answer on a key known to be quiet is news only if it says a
+		// rate limit is spent.
+		if _, spent := spentPace(header, cc.sentAt, k.cost.Load()); !spent {
+			return verdict{}
+		}
+	}
+	now := time.Now()
+	r := store.Report{At: now, Evidence: evidenceOf(o.health), Prober: cc.probe}
 	cc.probe = ""
 	f := k.facts(now)
-	if o.ev == store.ProviderDown {
-		r.Reason, r.DownFor = o.reason, downFor*cc.co.cfg.ProbeInterval
+	if o.health == healthDown {
+		r.Reason, r.DownFor = failureOf(o), downFor*cc.co.cfg.ProbeInterval
 		gap := cc.co.probeGap()
-		if r.Prober == "" && !f.Down(now) && o.ownWait >= 0 && o.ownWait < gap {
+		if r.Prober == "" && !f.Down(now) && o.own.set && o.own.d < gap {
 			// One blip is not an outage: the first failure on a key that
 			// was up is probed when the failing call's own schedule
 			// would retry it, not a probe interval later.
-			gap = o.ownWait
+			gap = o.own.d
 		}
 		r.NextProbe = now.Add(gap)
 		if r.Prober != "" {
@@ -659,7 +669,7 @@ func (cc *coordCall) report(ctx context.Context, o outcome) bool {
 			r.NextProbe = cc.probeSent.Add(cc.co.probeGap())
 		}
 	}
-	pc, spent := spentPace(o.header, cc.sentAt, k.cost.Load())
+	pc, spent := spentPace(header, cc.sentAt, k.cost.Load())
 	if spent && pc.full.Add(-time.Duration(pc.burst-1)*pc.every).Sub(cc.sentAt) > cc.p.MaxRetryAfter {
 		spent = false // a request back later than the call honours: not a pace for it
 	}
@@ -682,12 +692,12 @@ func (cc *coordCall) report(ctx context.Context, o outcome) bool {
 			r.Cut, r.CapUntil, r.Grow = true, now.Add(capLifeMul*cc.co.cfg.ProbeInterval), cc.co.growStep()
 		}
 	}
-	if o.hasWait && o.serverWait > 0 && o.serverWait <= cc.p.MaxRetryAfter && !spent {
+	if o.server.set && o.server.d > 0 && o.server.d <= cc.p.MaxRetryAfter && !spent {
 		// A pace, not the whole key, holds the calls after a spent limit;
 		// this call's own wait still holds it (notBefore).
-		r.WaitUntil, r.Reason = now.Add(o.serverWait), o.reason
+		r.WaitUntil, r.Reason = now.Add(o.server.d), failureOf(o)
 	}
-	if r.Prober != "" || o.ev == store.ProviderDown || !r.WaitUntil.IsZero() || o.ev == store.ProviderUp && f.Down(now) ||
+	if r.Prober != "" || o.health == healthDown || !r.WaitUntil.IsZero() || o.health == healthUp && f.Down(now) ||
 		r.Every > 0 || r.Cut {
 		cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 			f, err := s.Report(ctx, k.name, r)
@@ -695,7 +705,28 @@ func (cc *coordCall) report(ctx context.Context, o outcome) bool {
 		})
 		f = k.facts(now)
 	}
-	return f.Down(now) || f.Waiting(now) || f.Paced(now) || f.Capped(now)
+	paced := f.Paced(now)
+	return verdict{held: paced || f.Down(now) || f.Waiting(now) || f.Capped(now), paced: paced}
+}
+
+// evidenceOf is the store.Evidence a result of health h brings its key.
+func evidenceOf(h health) store.Evidence {
+	switch h {
+	case healthUp:
+		return store.ProviderUp
+	case healthDown:
+		return store.ProviderDown
+	}
+	return store.NoEvidence
+}
+
+// failureOf names the failure o stands for, for its key's facts: the
+// error its stream opened with, or its status or transport failure.
+func failureOf(o outcome) string {
+	if o.event != "" {
+		return o.event
+	}
+	return reasonOf(o.resp, o.err)
 }
 
 // reasonOf names the kind of a failed attempt's result for the key's

@@ -108,7 +108,7 @@ func TestCoordinatedCallbackPanics(t *testing.T) {
 				wg.Wait()
 				require.True(t, fired.Load(), "the callback was reached")
 				assert.Equal(t, int32(1), panics.Load(), "the panic reached exactly its caller")
-				for name, k := range rt.coord.stats(time.Now()) {
+				for name, k := range coordOf(rt).stats(time.Now()) {
 					assert.Zero(t, k.calls, name)
 					assert.Zero(t, k.waiters, name)
 					assert.False(t, k.facts.Probing(time.Now()), "%s: the probe lease is released", name)
@@ -173,7 +173,7 @@ func TestCoordinatedRequestFaultsMoveNoKey(t *testing.T) {
 				}
 				wg.Wait()
 				assert.Empty(t, h.all, "nobody held")
-				for name, k := range rt.coord.stats(time.Now()) {
+				for name, k := range coordOf(rt).stats(time.Now()) {
 					assert.False(t, k.facts.Down(time.Now()), "%s marked down by the request's own fault", name)
 				}
 			})
@@ -239,10 +239,10 @@ func TestCoordinatedFailedProbeWakesOne(t *testing.T) {
 		}
 		time.Sleep(10 * time.Second) // every call held; probes every second
 		synctest.Wait()
-		st := rt.coord.stats(time.Now())["api.example.com"]
+		st := coordOf(rt).stats(time.Now())["api.example.com"]
 		require.Equal(t, held, st.waiters, "every call held (the probes fail at once)")
 		var k *keyState
-		rt.coord.keys.Range(func(_, v any) bool { k = v.(*keyState); return false })
+		coordOf(rt).keys.Range(func(_, v any) bool { k = v.(*keyState); return false })
 		before, probes := k.woken.Load(), len(p.arrivals())
 		time.Sleep(20 * time.Second)
 		synctest.Wait()
@@ -263,7 +263,7 @@ func TestHolderNamesAreUnique(t *testing.T) {
 	rt2, _ := NewCoordinated(nil, Policy{}, Coordination{})
 	seen := map[string]bool{}
 	for range 1000 {
-		for _, co := range []*coordinator{rt1.coord, rt2.coord} {
+		for _, co := range []*coordinator{coordOf(rt1), coordOf(rt2)} {
 			h := co.holder()
 			require.False(t, seen[h], h)
 			seen[h] = true
@@ -281,7 +281,7 @@ func BenchmarkFailedProbe(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	co := rt.coord
+	co := coordOf(rt)
 	k, _ := co.enter(mustRequest(&testing.T{}, context.Background()))
 	now := time.Now()
 	for i := range 10000 {
@@ -519,7 +519,7 @@ func TestCoordinatedPacesASpentRateLimit(t *testing.T) {
 		h.mu.Unlock()
 
 		time.Sleep(time.Hour)
-		for name, k := range rt.coord.stats(time.Now()) {
+		for name, k := range coordOf(rt).stats(time.Now()) {
 			assert.False(t, k.facts.Paced(time.Now()), "%s: the pace lapsed", name)
 		}
 		before := st.calls.Load()
@@ -567,7 +567,7 @@ func TestCoordinatedLimitsCallsInFlight(t *testing.T) {
 		assert.Positive(t, reasons[HoldInFlight])
 
 		time.Sleep(time.Hour)
-		for name, k := range rt.coord.stats(time.Now()) {
+		for name, k := range coordOf(rt).stats(time.Now()) {
 			assert.False(t, k.facts.Capped(time.Now()), "%s: the limit lapsed", name)
 			assert.Zero(t, k.facts.InFlight, "%s: no send lease left", name)
 		}
@@ -603,7 +603,7 @@ func TestCoordinatedBasePanicEndsItsAttempt(t *testing.T) {
 	require.NoError(t, err)
 	assert.PanicsWithValue(t, "boom from the base", func() { _, _ = rt.RoundTrip(mustRequest(t, context.Background())) })
 	n := 0
-	rt.coord.keys.Range(func(_, v any) bool {
+	coordOf(rt).keys.Range(func(_, v any) bool {
 		k := v.(*keyState)
 		assert.Zero(t, k.unleasedIn.load())
 		assert.Zero(t, k.calls.load())

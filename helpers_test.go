@@ -59,6 +59,10 @@ func mustNew(t *testing.T, base http.RoundTripper, p Policy) *Transport {
 	return rt
 }
 
+// coordOf returns the coordinator of rt, a Transport made by
+// NewCoordinated.
+func coordOf(rt *Transport) *coordinator { return rt.keepers.(*coordinator) }
+
 // bodyOf reads and closes resp's body.
 func bodyOf(t *testing.T, resp *http.Response) string {
 	t.Helper()

@@ -91,7 +91,7 @@ func (s *memStore) Key(host string, credential []byte) string {
 func (s *memStore) Load(_ context.Context, key string, now time.Time) (store.Facts, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.entry(key, now, false)
+	e := s.entry(key, now, existing)
 	if e == nil {
 		return store.Facts{}, nil
 	}
@@ -101,7 +101,7 @@ func (s *memStore) Load(_ context.Context, key string, now time.Time) (store.Fac
 // Report applies r to key (see store.Store).
 func (s *memStore) Report(_ context.Context, key string, r store.Report) (store.Facts, error) {
 	s.mu.Lock()
-	e := s.entry(key, r.At, true)
+	e := s.entry(key, r.At, orNew)
 	f := e.f
 	if r.Prober != "" && f.Prober == r.Prober {
 		f.Prober, f.ProbeUntil = "", time.Time{}
@@ -149,13 +149,13 @@ func (s *memStore) Report(_ context.Context, key string, r store.Report) (store.
 	case rose && f.Capped(r.At) && f.InFlight > f.MaxInFlight:
 		f.MaxInFlight = f.InFlight
 	}
-	return s.commit(key, e, f, r.At, true)
+	return s.commit(key, e, f, r.At, tellWatchers)
 }
 
 // TakeSend grants the next send of a paced or limited key (see store.Store).
 func (s *memStore) TakeSend(_ context.Context, key string, l store.Lease, limit int) (store.Facts, time.Time, bool, error) {
 	s.mu.Lock()
-	e := s.entry(key, l.At, true)
+	e := s.entry(key, l.At, orNew)
 	f := e.f
 	slot := l.At
 	if f.Paced(l.At) {
@@ -179,7 +179,7 @@ func (s *memStore) TakeSend(_ context.Context, key string, l store.Lease, limit 
 		e.sends[l.Holder] = later(e.sends[l.Holder], l.Until)
 		f.InFlight = e.inFlight()
 	}
-	f, err := s.commit(key, e, f, l.At, false)
+	f, err := s.commit(key, e, f, l.At, tellNobody)
 	return f, slot, true, err
 }
 
@@ -187,7 +187,7 @@ func (s *memStore) TakeSend(_ context.Context, key string, l store.Lease, limit 
 // store.Store).
 func (s *memStore) TakeProbe(_ context.Context, key string, l store.Lease) (store.Facts, bool, error) {
 	s.mu.Lock()
-	e := s.entry(key, l.At, true)
+	e := s.entry(key, l.At, orNew)
 	f := e.f
 	if !f.Down(l.At) || f.Probing(l.At) || f.NextProbe.After(l.At) {
 		s.mu.Unlock()
@@ -195,14 +195,14 @@ func (s *memStore) TakeProbe(_ context.Context, key string, l store.Lease) (stor
 	}
 	f.Prober, f.ProbeUntil = l.Holder, l.Until
 	f.DownUntil = later(f.DownUntil, l.Until)
-	f, err := s.commit(key, e, f, l.At, true)
+	f, err := s.commit(key, e, f, l.At, tellWatchers)
 	return f, true, err
 }
 
 // TakeRetry grants a retry lease if fewer than limit are live (see store.Store).
 func (s *memStore) TakeRetry(_ context.Context, key string, l store.Lease, limit int) (store.Facts, bool, error) {
 	s.mu.Lock()
-	e := s.entry(key, l.At, true)
+	e := s.entry(key, l.At, orNew)
 	if len(e.retries) >= limit {
 		f := e.f
 		s.mu.Unlock()
@@ -214,22 +214,22 @@ func (s *memStore) TakeRetry(_ context.Context, key string, l store.Lease, limit
 	e.retries[l.Holder] = l.Until
 	f := e.f
 	f.Retries = len(e.retries)
-	f, err := s.commit(key, e, f, l.At, false)
+	f, err := s.commit(key, e, f, l.At, tellNobody)
 	return f, true, err
 }
 
 // Release ends holder's leases on key.
 func (s *memStore) Release(_ context.Context, key, holder string, now time.Time) (store.Facts, error) {
 	s.mu.Lock()
-	e := s.entry(key, now, false)
+	e := s.entry(key, now, existing)
 	if e == nil {
 		s.mu.Unlock()
 		return store.Facts{}, nil
 	}
 	f := e.f
-	announce := false
+	announce := tellNobody
 	if f.Prober == holder {
-		f.Prober, f.ProbeUntil, announce = "", time.Time{}, true
+		f.Prober, f.ProbeUntil, announce = "", time.Time{}, tellWatchers
 	}
 	if _, ok := e.retries[holder]; ok {
 		delete(e.retries, holder)
@@ -237,7 +237,7 @@ func (s *memStore) Release(_ context.Context, key, holder string, now time.Time)
 	}
 	if _, ok := e.sends[holder]; ok {
 		delete(e.sends, holder)
-		f.InFlight, announce = e.inFlight(), true
+		f.InFlight, announce = e.inFlight(), tellWatchers
 	}
 	if f == e.f {
 		s.mu.Unlock()
@@ -259,10 +259,18 @@ func (s *memStore) Watch(fn func(key string, f store.Facts)) (stop func()) {
 	}
 }
 
-// entry returns key's entry with its lapsed facts dropped, made if create
-// is set (nil otherwise when there is none), and sweeps the map when a
+// making says whether entry makes the entry of a key that has none.
+type making bool
+
+const (
+	existing making = false // only the entry the key has: nil if none
+	orNew    making = true  // the key's entry, made if it has none
+)
+
+// entry returns key's entry with its lapsed facts dropped (made if it has
+// none and create is orNew, nil otherwise), and sweeps the map when a
 // sweep is due. s.mu must be held.
-func (s *memStore) entry(key string, now time.Time, create bool) *memEntry {
+func (s *memStore) entry(key string, now time.Time, create making) *memEntry {
 	if now.Sub(s.lastSwep) >= s.sweepEvery {
 		s.sweepLocked(now)
 	}
@@ -334,10 +342,18 @@ func (e *memEntry) lapse(now time.Time) bool {
 		f.Every == 0 && f.MaxInFlight == 0 && f.InFlight == 0
 }
 
+// telling says whether commit tells the store's watchers of a change.
+type telling bool
+
+const (
+	tellNobody   telling = false
+	tellWatchers telling = true
+)
+
 // commit stores f as key's facts if they differ from e's, with a new
-// version, unlocks s, and tells the watchers when announce is set. It
-// returns the facts stored. s.mu must be held; it is released.
-func (s *memStore) commit(key string, e *memEntry, f store.Facts, now time.Time, announce bool) (store.Facts, error) {
+// version, unlocks s, and tells the watchers if announce is tellWatchers.
+// It returns the facts stored. s.mu must be held; it is released.
+func (s *memStore) commit(key string, e *memEntry, f store.Facts, now time.Time, announce telling) (store.Facts, error) {
 	if f == e.f {
 		s.mu.Unlock()
 		return f, nil
@@ -366,7 +382,7 @@ func (s *memStore) commit(key string, e *memEntry, f store.Facts, now time.Time,
 func (s *memStore) adopt(key string, f store.Facts, owner string, rest int, until, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.entry(key, now, false)
+	e := s.entry(key, now, existing)
 	switch {
 	case e == nil || e.lapse(now):
 		e = &memEntry{f: f, changed: now}
@@ -389,7 +405,7 @@ func (s *memStore) adopt(key string, f store.Facts, owner string, rest int, unti
 func (s *memStore) uncount(key, owner string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.entry(key, now, false); e != nil {
+	if e := s.entry(key, now, existing); e != nil {
 		if t, ok := e.tallies[owner]; ok && t.n > 0 {
 			t.n--
 			e.tallies[owner] = t

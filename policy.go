@@ -69,8 +69,9 @@ type Policy struct {
 	// server waits). Zero means DefaultMaxWait (60 s).
 	MaxWait time.Duration
 	// MaxRetryAfter is the longest server-requested wait honoured. A
-	// response asking for longer ends retrying at once and is returned.
-	// Zero means DefaultMaxRetryAfter (5 minutes).
+	// response asking for longer ends retrying at once and is returned;
+	// so does, in Do, an error stating a longer wait (see Do). Zero means
+	// DefaultMaxRetryAfter (5 minutes).
 	MaxRetryAfter time.Duration
 	// AttemptTimeout is the longest one attempt may wait for its response
 	// headers, counted from when it is sent (its request body's upload

@@ -22,7 +22,8 @@ var (
 	ErrNoTimeLeft = errors.New("llmretry: no time left before the deadline less the reserve")
 	// ErrWaitTooLong: the server asked for a wait (Retry-After,
 	// retry-after-ms, a wait stated in its reply, the reset of a spent
-	// rate limit) longer than Policy.MaxRetryAfter.
+	// rate limit), or a call run by Do returned an error stating one (see
+	// Do), longer than Policy.MaxRetryAfter.
 	ErrWaitTooLong = errors.New("llmretry: the server asked to wait longer than MaxRetryAfter")
 	// ErrProviderRefused: the provider said that waiting will not help: a
 	// spent quota or spend cap, a per-day quota, x-should-retry: false.
@@ -60,9 +61,10 @@ func reasonText(err error) string {
 	return strings.TrimPrefix(err.Error(), "llmretry: ")
 }
 
-// heldReason is the reason of a call that its coordinated gate held until
-// it could wait no longer, or until its context ended (the gate returns
-// the context's error only then).
+// heldReason is the reason of a call whose gatekeeper did not let its
+// first attempt go: it held it until the call could wait no longer, or
+// until its context ended (the gatekeeper returns the context's error
+// only then).
 func heldReason(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err

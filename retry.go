@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"time"
-
-	"github.com/llmretry/llmretry/store"
 )
 
 // call is the state of one request after its first attempt failed. It
@@ -21,55 +19,43 @@ type call struct {
 	first   *http.Request                 // the first attempt as sent: every retry copies it
 	out     *http.Request                 // the request of the latest attempt
 	getBody func() (io.ReadCloser, error) // replays the body; nil if none
-	lim     limits                        // when the call sends nothing more
 
-	n        int  // attempts made
-	retries  int  // retries taken in the current round
+	rounds        // its limits, attempts, rounds and the wait decide chose, for the loop
 	recorded int  // attempts passed to OnAttempt
-	again    bool // an Asker said yes: the next attempt goes at once
 	stream   int8 // 0 not sniffed yet, 1 a stream, -1 not a stream
 
-	resp   *http.Response // the latest attempt's result
-	err    error
-	event  *firstEvent   // the error a 2xx stream opened with; nil if none
-	fault  bool          // err is the request's own (its body, GetBody, a malformed request)
-	wait   time.Duration // the wait decide chose, for the loop
-	server time.Time     // when the latest server wait ends; zero if none
-	why    stop          // why the latest round stopped
-	cut    error         // the context ended during a wait
+	resp  *http.Response // the latest attempt's result
+	err   error
+	event *firstEvent // the error a 2xx stream opened with; nil if none
+	fault bool        // err is the request's own (its body, GetBody, a malformed request)
+	cut   error       // the context ended during a wait
 
-	// Coordination: nil when off; gaveUp says that its gate refused the
-	// next attempt (c.err says why).
-	co     *coordCall
-	gaveUp bool
+	gk      gatekeeper // the call's part in coordination (see gatekeeper)
+	probe   bool       // the latest attempt went as its provider key's probe
+	refused bool       // the gatekeeper did not let the next attempt go (c.err says why)
 }
 
 // newCall returns the state of a call whose first attempt first (carrying
-// context f) the Transport is about to send or has sent.
+// context f) the Transport is about to send or has sent. Its gatekeeper is
+// noGatekeeper until the Transport sets its own.
 func newCall(f *flight, base http.RoundTripper, p *Policy, req, first *http.Request, getBody func() (io.ReadCloser, error)) *call {
-	c := &call{f: f, base: base, p: p, req: req, first: first, out: first, getBody: getBody}
+	c := &call{f: f, base: base, p: p, req: req, first: first, out: first, getBody: getBody, gk: noGatekeeper{}}
 	c.lim = limitsFrom(f.Context, p, req, f.start)
 	return c
 }
 
 // run takes over after a failed first attempt (resp, err) and drives the
-// retry loop, one round per answer of the policy's Asker. A yes starts the
-// next round with an attempt at once, then the schedule's retries.
+// retry loop, one round per answer of the policy's Asker (see runRounds).
 func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
-	ctx := c.f.Context
 	c.n, c.resp, c.err = 1, resp, err
-	for {
-		c.round()
-		if c.why != stopSpent || c.p.OnExhausted == nil || ctx.Err() != nil {
-			break
-		}
-		ex := &Exhausted{Request: c.req, Attempts: c.n, Reason: ErrRetriesSpent, Response: c.resp, Err: c.err}
-		if !c.p.OnExhausted.Ask(ctx, ex) || ctx.Err() != nil {
-			break
-		}
-		c.retries, c.why, c.again = 0, stopNone, true
-	}
+	c.p.runRounds(c.f.Context, c)
 	return c.result()
+}
+
+// exhausted is the record an Asker is shown when a round's retries are
+// spent.
+func (c *call) exhausted() *Exhausted {
+	return &Exhausted{Request: c.req, Attempts: c.n, Reason: ErrRetriesSpent, Response: c.resp, Err: c.err}
 }
 
 // result turns the loop's outcome into what the caller sees: the last
@@ -104,21 +90,27 @@ func (c *call) result() (*http.Response, error) {
 	return c.p.handOver(c.resp), nil
 }
 
-// send makes the next attempt: a shallow copy of the first attempt's
-// request, with a fresh body from GetBody and its own number in its
-// context. Nothing else changes, so the base receives what it received
-// the first time. The result is left in c.
+// send makes the next attempt, once the call's gatekeeper lets it go: a
+// shallow copy of the first attempt's request, with a fresh body from
+// GetBody and its own number in its context. Nothing else changes, so the
+// base receives what it received the first time. The result is left in c.
 func (c *call) send() {
-	if c.co != nil {
-		c.co.notBefore = c.server
-		left := c.p.retryLimit(c.lim.hasDeadline()) - c.retries + 1 // the retry at the gate included
-		if err := c.co.admit(c.f.Context, c.lim, c.n+1, true, left); err != nil {
-			c.resp, c.err, c.fault, c.gaveUp = nil, err, false, true
-			return
-		}
-		defer c.co.sent()
+	a := admission{
+		n:         c.n + 1,
+		left:      c.p.retryLimit(c.lim.hasDeadline()) - c.retries + 1, // this retry included
+		latest:    c.lim.latest(),
+		notBefore: c.server,
 	}
-	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1, probe: c.co != nil && c.co.wasProbe})
+	probe, err := c.gk.admit(c.f.Context, a)
+	c.probe = probe
+	if err != nil {
+		c.resp, c.err = nil, err
+		c.fault = false // the gatekeeper's refusal is not the request's fault
+		c.refused = true
+		return
+	}
+	defer c.gk.sent()
+	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1, probe: probe})
 	if c.getBody != nil {
 		body, err := c.getBody()
 		if err != nil {
@@ -129,13 +121,9 @@ func (c *call) send() {
 	}
 	c.n++
 	c.out = out
-	if c.co != nil {
-		c.co.begin()
-	}
+	c.gk.begin()
 	c.resp, c.err = c.p.roundTrip(c.base, out)
-	if c.co != nil {
-		c.co.end(c.f.Context, c.resp)
-	}
+	c.gk.end(c.f.Context, c.resp)
 	c.fault, c.event = false, nil
 	if c.err == nil && c.p.guardsOpening(c.resp) {
 		if c.event, c.err = c.p.opening(c.resp, c.lim); c.err != nil {
@@ -152,18 +140,19 @@ func (c *call) decide() bool {
 	if c.again {
 		return c.retryAtOnce()
 	}
-	if c.gaveUp {
+	if c.refused {
 		c.why = stopHeld
 		return false
 	}
-	why, ev, serverWait, hasServerWait := c.classify()
-	sched, schedOK := c.p.scheduleWait(c.retries+1, c.lim.hasDeadline())
+	why, says, server := c.classify()
+	sched := c.p.scheduleWait(c.retries+1, c.lim.hasDeadline())
+	var body []byte // what was read of the body, if anything
 	if why == stopNone && c.resp != nil && c.event == nil && readableBody(c.resp.Header.Get("Content-Type")) {
 		// Quota bodies and Gemini's RetryInfo only matter for a status we
 		// would retry, in a body that can carry them, if a retry (or an
 		// Asker's round) could still follow; the read may take only the
 		// time that leaves the next attempt within the call's limits.
-		wait, plan := c.p.plan(sched, schedOK, serverWait, hasServerWait, time.Now(), c.lim, false)
+		wait, plan := c.p.plan(sched, server, time.Now(), c.lim)
 		if plan == stopSpent && c.p.OnExhausted != nil {
 			wait, plan = 0, stopNone
 		}
@@ -171,62 +160,47 @@ func (c *call) decide() bool {
 			// A body that stalls past that instant is left unread: the
 			// status and headers decide, and the response, if returned, is
 			// readable from its first byte.
-			body, _ := peekBody(c.resp, signalPeek, c.lim.before(wait))
-			if c.co != nil && c.resp.StatusCode == http.StatusTooManyRequests {
-				if n := requestedTokens(body); n > 0 {
-					c.co.k.cost.Store(n) // what a request of the key costs its token limit
-				}
-			}
+			body, _ = peekBody(c.resp, signalPeek, c.lim.before(wait))
 			switch sig := readSignal(c.resp.StatusCode, c.resp.Header, body); {
 			case sig.final:
-				why, ev = stopProvider, store.ProviderUp
-			case !hasServerWait && sig.hasWait:
-				serverWait, hasServerWait = sig.wait, true
+				why, says = stopProvider, healthUp
+			case !server.set && sig.hasWait:
+				server = pause{d: sig.wait, set: true}
 			}
 		}
 	}
 	// Read after any peek: the limits count from now.
 	now := time.Now()
 	fromReset := false
-	if why == stopNone && !hasServerWait && c.event == nil && c.resp != nil && c.resp.StatusCode == http.StatusTooManyRequests {
+	if why == stopNone && !server.set && c.event == nil && c.resp != nil && c.resp.StatusCode == http.StatusTooManyRequests {
 		// No Retry-After and no wait in words: the reset of the spent
 		// rate limit is the server's wait.
-		serverWait, hasServerWait = rateLimitReset(c.resp.Header, now)
-		fromReset = hasServerWait
+		server.d, server.set = rateLimitReset(c.resp.Header, now)
+		fromReset = server.set
 	}
-	held := false
-	if c.co != nil {
-		own := time.Duration(-1) // no retry of its own follows
-		if schedOK {
-			own = sched
-		}
-		o := outcome{ev: ev, reason: c.failure(), serverWait: serverWait, hasWait: hasServerWait, ownWait: own, now: now}
-		if c.resp != nil {
-			o.header, o.status = c.resp.Header, c.resp.StatusCode
-			if c.event != nil {
-				o.status = c.event.status()
-			}
-		}
-		held = c.co.report(c.f.Context, o)
-	}
+	v := c.gk.report(c.f.Context, c.outcome(says, server, sched, body))
 	var wait time.Duration
 	if why == stopNone {
-		wait, why = c.p.plan(sched, schedOK, serverWait, hasServerWait, now, c.lim, held)
+		own := sched
+		if v.held {
+			own.d = 0 // the gate holds the call instead
+		}
+		wait, why = c.p.plan(own, server, now, c.lim)
 	}
 	c.why = why
-	held = held && why == stopNone
+	held := v.held && why == stopNone
 	c.record(wait, held)
 	if why != stopNone {
 		return false
 	}
 	c.server = time.Time{}
-	if hasServerWait && !(fromReset && held && c.co.k.facts(now).Paced(now)) {
-		// (A reset is when the limit is full again; a paced key sends
-		// each call at its turn, sooner.)
-		c.server = now.Add(serverWait)
+	if server.set && !(fromReset && v.paced) {
+		// (A reset is when the limit is full again; a paced call goes at
+		// its turn, sooner.)
+		c.server = now.Add(server.d)
 	}
 	if held {
-		wait = 0 // the key's gate holds the call instead
+		wait = 0 // the gate holds the call instead
 	}
 	c.discard(wait)
 	c.wait = wait
@@ -234,17 +208,13 @@ func (c *call) decide() bool {
 	return true
 }
 
-// retryAtOnce decides the attempt that follows an Asker's yes: at once, or
-// when the server's wait ends, if the call's limits allow it then.
+// retryAtOnce decides the attempt that follows an Asker's yes (see
+// atOnce), and discards the latest response if one follows.
 func (c *call) retryAtOnce() bool {
-	c.again = false
-	now := time.Now()
-	wait := max(0, c.server.Sub(now))
-	if c.why = c.lim.allows(now.Add(wait)); c.why != stopNone {
+	if !c.atOnce() {
 		return false
 	}
-	c.discard(wait)
-	c.wait = wait
+	c.discard(c.wait)
 	return true
 }
 
@@ -260,37 +230,37 @@ func (c *call) discard(wait time.Duration) {
 // classify says whether the latest result may be retried, what it says of
 // the provider, and what wait, if any, the server asked for in its
 // headers. It reads nothing of the response body.
-func (c *call) classify() (stop, store.Evidence, time.Duration, bool) {
+func (c *call) classify() (stop, health, pause) {
 	if c.f.Context.Err() != nil {
-		return stopFinal, store.NoEvidence, 0, false // the caller's own context ended
+		return stopFinal, healthNone, pause{} // the caller's own context ended
 	}
 	if c.err != nil {
 		if c.fault || malformed(c.first) || hasBody(c.first) && c.getBody != nil && bodyFault(c.getBody, c.first.ContentLength) != nil {
 			// The request's own: its body fails, or its shape is one no
 			// server takes, whatever error the base saw first.
-			return stopFinal, store.NoEvidence, 0, false
+			return stopFinal, healthNone, pause{}
 		}
 		switch classifyErr(c.err) {
 		case errRequest, errFinal:
-			return stopFinal, store.NoEvidence, 0, false
+			return stopFinal, healthNone, pause{}
 		}
 		// A failed connection or a timeout from below (the caller's
 		// context is alive).
 		if c.streamHeld() {
-			return stopFinal, store.ProviderDown, 0, false
+			return stopFinal, healthDown, pause{}
 		}
-		return stopNone, store.ProviderDown, 0, false
+		return stopNone, healthDown, pause{}
 	}
 	status := c.resp.StatusCode
 	if c.event != nil {
 		status = c.event.status() // a 2xx stream that opened with an error
 	}
 	if status < 400 {
-		return stopAnswered, store.ProviderUp, 0, false
+		return stopAnswered, healthUp, pause{}
 	}
-	ev := store.ProviderUp
+	says := healthUp
 	if downStatus(status) {
-		ev = store.ProviderDown
+		says = healthDown
 	}
 	h := c.resp.Header
 	sig := readSignal(status, h, nil) // x-should-retry, no body yet
@@ -299,28 +269,37 @@ func (c *call) classify() (stop, store.Evidence, time.Duration, bool) {
 	}
 	switch {
 	case sig.final:
-		return stopProvider, store.ProviderUp, 0, false
+		return stopProvider, healthUp, pause{}
 	case !retryableStatus(status) && !sig.retry:
-		return stopFinal, ev, 0, false
+		return stopFinal, says, pause{}
 	case c.streamHeld():
 		// Decided before the body is peeked: an error reply to a stream
 		// may itself be a stream that the server keeps open.
-		return stopFinal, ev, 0, false
+		return stopFinal, says, pause{}
 	}
-	serverWait, hasServerWait := RetryAfter(h, time.Now())
-	if c.event != nil && c.event.hasWait && !hasServerWait {
-		serverWait, hasServerWait = c.event.wait, true
+	var server pause
+	server.d, server.set = RetryAfter(h, time.Now())
+	if c.event != nil && c.event.hasWait && !server.set {
+		server = pause{d: c.event.wait, set: true}
 	}
-	return stopNone, ev, serverWait, hasServerWait
+	return stopNone, says, server
 }
 
-// failure names the latest attempt's failure for its key's shared facts:
-// its status or transport failure, or the error its stream opened with.
-func (c *call) failure() string {
-	if c.event != nil {
-		return c.event.describe()
+// outcome is what the latest attempt's result says, for the gatekeeper:
+// its health, server's wait and signals' body as decide found them, and
+// the schedule's wait before its retry.
+func (c *call) outcome(h health, server, own pause, body []byte) outcome {
+	o := outcome{health: h, resp: c.resp, err: c.err, server: server, own: own, body: body}
+	if c.resp != nil {
+		o.status = c.resp.StatusCode
+		if c.event != nil {
+			o.status = c.event.status()
+		}
 	}
-	return reasonOf(c.resp, c.err)
+	if c.event != nil {
+		o.event = c.event.describe()
+	}
+	return o
 }
 
 // streamHeld reports whether the request is a stream that the policy does
@@ -350,8 +329,7 @@ func (c *call) record(retryIn time.Duration, held bool) {
 		return
 	}
 	c.recorded = c.n
-	probe := c.co != nil && c.co.wasProbe
-	a := Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: probe, Held: held}
+	a := Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: c.probe, Held: held}
 	if c.why != stopNone {
 		a.Stop = c.why.reason(c.f.Context)
 	}

@@ -23,11 +23,12 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 )
 
-// round runs one round of retries on go-retryablehttp's loop. The loop's
-// first attempt hands back the attempt that ended the previous round (or
-// the first attempt, sent by RoundTrip), so that decide sees it like any
-// other: the first attempt never pays for this set-up.
-func (c *call) round() {
+// round runs one round of retries on go-retryablehttp's loop, and says
+// why it stopped. The loop's first attempt hands back the attempt that
+// ended the previous round (or the first attempt, sent by RoundTrip), so
+// that decide sees it like any other: the first attempt never pays for
+// this set-up.
+func (c *call) round() stop {
 	replay := true
 	rc := &retryablehttp.Client{
 		HTTPClient: &http.Client{
@@ -58,6 +59,7 @@ func (c *call) round() {
 	if _, err := rc.Do(&retryablehttp.Request{Request: c.template()}); err != nil {
 		c.cut = err // the context ended during a wait
 	}
+	return c.why
 }
 
 // template returns the request go-retryablehttp passes to its http.Client:

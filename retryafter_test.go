@@ -279,8 +279,7 @@ func FuzzRetryAfter(f *testing.F) {
 			if hasDeadline {
 				lim.giveUp = deadline.Add(-p.Reserve)
 			}
-			sched, schedOK := p.scheduleWait(1, hasDeadline)
-			wait, why := p.plan(sched, schedOK, d, ok, now, lim, false)
+			wait, why := p.plan(p.scheduleWait(1, hasDeadline), pause{d: d, set: ok}, now, lim)
 			if wait < 0 {
 				t.Fatalf("negative wait %v", wait)
 			}

@@ -17,7 +17,7 @@ const (
 	stopDeadline               // the wait would break the deadline/reserve rule
 	stopServerWait             // the server asked for a wait above MaxRetryAfter
 	stopProvider               // the provider says waiting will not help (spent quota, x-should-retry: false)
-	stopHeld                   // coordinated: the provider was down (or asked for a wait) longer than the call could wait
+	stopHeld                   // the gatekeeper held the next attempt (its provider down, or asking for a wait) longer than the call could wait
 	stopSigned                 // the request's AWS signature would be too old when resent
 )
 
@@ -41,17 +41,25 @@ func (p *Policy) retryLimit(hasDeadline bool) int {
 	return limit
 }
 
+// pause is a wait before a retry as one side states it: the schedule's
+// (set false when it allows no further retry) or the server's (set false
+// when it asked for none). The zero pause states none.
+type pause struct {
+	d   time.Duration
+	set bool
+}
+
 // scheduleWait returns the policy's own wait before retry k (1-based,
-// counted within one round), or false when the schedule allows no retry k.
+// counted within one round), unset when the schedule allows no retry k.
 // A jittered wait is drawn anew on each call. p must be resolved.
-func (p *Policy) scheduleWait(k int, hasDeadline bool) (time.Duration, bool) {
+func (p *Policy) scheduleWait(k int, hasDeadline bool) pause {
 	if k < 1 || k > p.retryLimit(hasDeadline) {
-		return 0, false
+		return pause{}
 	}
 	if len(p.Waits) == 0 {
-		return fullJitter(k, p.MaxWait), true
+		return pause{d: fullJitter(k, p.MaxWait), set: true}
 	}
-	return p.Waits[min(k, len(p.Waits))-1], true
+	return pause{d: p.Waits[min(k, len(p.Waits))-1], set: true}
 }
 
 // fullJitter returns a random duration in [0, min(maxWait, 2^(k-1) s)].
@@ -68,26 +76,24 @@ func fullJitter(k int, maxWait time.Duration) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceiling) + 1))
 }
 
-// plan decides whether a retry follows and after how long, from the
-// schedule's wait for it (ok false: the schedule allows none), the wait the
-// server asked for (hasServerWait false when it asked for nothing) and the
-// call's limits, at now. held says that the retry waits at a coordinated
-// gate (see Coordination) instead of sleeping the schedule's own wait: only
-// the server's wait is then counted here, and the gate enforces the limits
-// while it holds. p must be resolved.
-func (p *Policy) plan(sched time.Duration, ok bool, serverWait time.Duration, hasServerWait bool, now time.Time, lim limits, held bool) (time.Duration, stop) {
-	if !ok {
+// plan decides whether a retry follows and after how long, at now, from
+// the schedule's pause for it (unset: the schedule allows none), the
+// server's (unset: it asked for nothing) and the call's limits: the wait
+// is the longer of the two, a server's above MaxRetryAfter ends retrying,
+// and so does a wait that would pass a limit. A call whose next attempt
+// its gatekeeper holds (see gatekeeper) passes a zero schedule's wait: only
+// the server's counts, and the gate keeps the limits while it holds. p
+// must be resolved.
+func (p *Policy) plan(sched, server pause, now time.Time, lim limits) (time.Duration, stop) {
+	if !sched.set {
 		return 0, stopSpent
 	}
-	wait := sched
-	if held {
-		wait = 0
-	}
-	if hasServerWait {
-		if serverWait > p.MaxRetryAfter {
+	wait := sched.d
+	if server.set {
+		if server.d > p.MaxRetryAfter {
 			return 0, stopServerWait
 		}
-		wait = max(wait, serverWait)
+		wait = max(wait, server.d)
 	}
 	if why := lim.allows(now.Add(wait)); why != stopNone {
 		return 0, why

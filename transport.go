@@ -35,10 +35,10 @@ import (
 // llmretry call is already retrying (its context says so) passes straight
 // through to the base, so nested layers cannot multiply attempts.
 type Transport struct {
-	base   http.RoundTripper
-	policy Policy       // resolved by New
-	ready  bool         // false for the zero Transport
-	coord  *coordinator // nil unless made by NewCoordinated
+	base    http.RoundTripper
+	policy  Policy      // resolved by New
+	ready   bool        // false for the zero Transport
+	keepers gatekeepers // noGatekeeper from New, the coordinator from NewCoordinated; nil for the zero Transport
 }
 
 // New returns a Transport that sends through base (http.DefaultTransport if
@@ -51,7 +51,7 @@ func New(base http.RoundTripper, p Policy) (*Transport, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &Transport{base: base, policy: p.resolved(), ready: true}, nil
+	return &Transport{base: base, policy: p.resolved(), ready: true, keepers: noGatekeeper{}}, nil
 }
 
 // CloseIdleConnections closes the base transport's idle connections, if it
@@ -68,6 +68,15 @@ func (t *Transport) baseRT() http.RoundTripper {
 		return http.DefaultTransport
 	}
 	return t.base
+}
+
+// keeperFor returns the gatekeeper of a call of req under policy p: the
+// Transport's, or, for the zero Transport, noGatekeeper.
+func (t *Transport) keeperFor(req *http.Request, p *Policy) gatekeeper {
+	if t.keepers == nil {
+		return noGatekeeper{}
+	}
+	return t.keepers.join(req, p)
 }
 
 // policyFor returns the policy for a request: its context's, else the
@@ -126,21 +135,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Body, _ = getBody()
 		}
 	}
-	var cc *coordCall
-	if t.coord != nil {
-		cc = t.coord.join(req, p)
-		defer cc.leave()
-		if err := cc.admitFirst(ctx); err != nil {
-			closeBody(out)
-			return nil, &Exhausted{Request: req, Reason: heldReason(ctx), Err: err}
-		}
-		f.probe = cc.wasProbe
-		cc.begin()
+	gk := t.keeperFor(req, p)
+	defer gk.leave()
+	probe, err := gk.admit(ctx, admission{n: 1})
+	if err != nil {
+		closeBody(out)
+		return nil, &Exhausted{Request: req, Reason: heldReason(ctx), Err: err}
 	}
+	f.probe = probe
+	gk.begin()
 	resp, err := p.roundTrip(base, out)
-	if cc != nil {
-		cc.end(ctx, resp)
-	}
+	gk.end(ctx, resp)
 	var ev *firstEvent
 	if err == nil && p.guardsOpening(resp) {
 		// A stream is retried until committed: read its opening first.
@@ -149,18 +154,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	if err == nil && resp.StatusCode < 400 && ev == nil {
-		probe := false
-		if cc != nil {
-			probe = cc.wasProbe
-			cc.answered(ctx, resp)
-		}
+		gk.report(ctx, outcome{health: healthUp, resp: resp, status: resp.StatusCode})
 		if p.OnAttempt != nil {
 			p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp, Probe: probe})
 		}
 		return p.handOver(resp), nil
 	}
 	c := newCall(f, base, p, req, out, getBody)
-	c.co, c.event = cc, ev
+	c.gk, c.probe, c.event = gk, probe, ev
 	return c.run(resp, err)
 }
 
