@@ -645,7 +645,7 @@ func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
 	if o.health == healthUp && o.status < 400 && cc.probe == "" && k.quiet() {
 		// An answer on a key known to be quiet is news only if it says a
 		// rate limit is spent.
-		if _, spent := spentPace(header, cc.sentAt, k.cost.Load()); !spent {
+		if _, spent := spentPace(header, cc.sentAt, cc.sentAt, k.cost.Load()); !spent {
 			return verdict{}
 		}
 	}
@@ -669,7 +669,7 @@ func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
 			r.NextProbe = cc.probeSent.Add(cc.co.probeGap())
 		}
 	}
-	pc, spent := spentPace(header, cc.sentAt, k.cost.Load())
+	pc, spent := spentPace(header, cc.sentAt, now, k.cost.Load())
 	if spent && pc.full.Add(-time.Duration(pc.burst-1)*pc.every).Sub(cc.sentAt) > cc.p.MaxRetryAfter {
 		spent = false // a request back later than the call honours: not a pace for it
 	}
