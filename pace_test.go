@@ -18,8 +18,8 @@ func TestSpentPace(t *testing.T) {
 		return out
 	}
 	cases := []struct {
-		name   string
-		header http.Header
+		name    string
+		header  http.Header
 		cost    int64
 		arrived time.Duration // after sent, when the answer was back (0: at once)
 		want    pace
