@@ -455,7 +455,7 @@ func TestCoordinatedKeysAreHostAndCredential(t *testing.T) {
 		assert.NotEqual(t, keyOf(co.seed, g1), keyOf(co.seed, g2), "Gemini's key= query value is a credential")
 		x := mustRequest(t, context.Background())
 		x.Header.Set("X-Goog-Api-Key", "AIzaThree")
-		name := co.shared.Key(x.URL.Host, credential(x))
+		name := co.shared.Key(x.URL.Host, credentialOf(x))
 		assert.NotContains(t, name, "AIza")
 		assert.Regexp(t, `^api\.example\.com#[0-9a-f]{8}$`, name)
 	})

@@ -222,7 +222,7 @@ func (co *coordinator) enter(req *http.Request) (*keyState, int) {
 // insert adds the key id of req, naming it first (outside any lock), and
 // returns the key as the map then holds it.
 func (co *coordinator) insert(id keyID, req *http.Request) *keyState {
-	k := &keyState{id: id, name: co.shared.Key(id.host, credential(req))}
+	k := &keyState{id: id, name: co.shared.Key(id.host, credentialOf(req))}
 	now := time.Now()
 	k.read.Store(now.UnixNano()) // what notices told of it is as good as a read
 	v, loaded := co.keys.LoadOrStore(id, k)

@@ -633,7 +633,7 @@ func TestCoordinatedStreamHoldsItsSlotUntilClosed(t *testing.T) {
 		rt, err := NewCoordinated(base, Policy{OnHold: h.on}, Coordination{Store: st})
 		require.NoError(t, err)
 		req := mustRequest(t, context.Background())
-		_, err = st.Report(context.Background(), st.Key(req.URL.Host, credential(req)),
+		_, err = st.Report(context.Background(), st.Key(req.URL.Host, credentialOf(req)),
 			store.Report{At: time.Now(), Evidence: store.ProviderUp, Cut: true, Grow: time.Hour, CapUntil: time.Now().Add(time.Hour)}) // nothing in flight: a limit of 1
 		require.NoError(t, err)
 
