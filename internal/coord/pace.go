@@ -1,4 +1,4 @@
-package llmretry
+package coord
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmretry/llmretry/internal/ratehdr"
 )
 
 // pace is a rate limit a response says is spent, as a bucket of burst
@@ -72,11 +74,11 @@ func spentPace(h http.Header, sent time.Time, cost int64) (pace, bool) {
 			}
 			unit = cost
 		}
-		remaining, ok := count(vs[0])
+		remaining, ok := ratehdr.Count(vs[0])
 		if !ok || remaining >= unit {
 			continue
 		}
-		limit, ok := count(first(h, d.limit))
+		limit, ok := ratehdr.Count(first(h, d.limit))
 		if !ok || limit < unit {
 			continue
 		}
@@ -139,12 +141,6 @@ func first(h http.Header, k string) string {
 	return ""
 }
 
-// count reads a non-negative count.
-func count(v string) (int64, bool) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	return n, err == nil && n >= 0
-}
-
 // resetAt reads a reset: an instant (RFC 3339, or Unix seconds or
 // milliseconds), or a Go duration counted from sent.
 func resetAt(v string, instant bool, sent time.Time) (time.Time, bool) {
@@ -153,22 +149,13 @@ func resetAt(v string, instant bool, sent time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if !instant {
-		d, ok := goDuration(v)
+		d, ok := ratehdr.GoDuration(v)
 		return sent.Add(d), ok
 	}
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return t, true
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	switch {
-	case err != nil || n <= 0:
-		return time.Time{}, false
-	case n >= 1e11: // milliseconds since the epoch
-		return time.UnixMilli(n), true
-	case n >= 1e9: // seconds since the epoch
-		return time.Unix(n, 0), true
-	}
-	return time.Time{}, false
+	return ratehdr.UnixInstant(v)
 }
 
 // requestedTokens returns the tokens a refused request asked for, as
