@@ -17,6 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/coord"
 	"github.com/llmretry/llmretry/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -1761,4 +1762,69 @@ func TestCoordinatedKeyIsNotPerModel(t *testing.T) {
 		// two paces would answer every call by 22 s.
 		assert.GreaterOrEqual(t, last, 40*time.Second, "paced as one bucket, though the provider has two")
 	})
+}
+
+// The adapter converts the core's health and the engine's hold reasons
+// and outcomes by number: the two sides number them alike.
+func TestCoordinatedSeamNumbersAgree(t *testing.T) {
+	assert.Equal(t, coord.HealthNone, coord.Health(healthNone))
+	assert.Equal(t, coord.HealthUp, coord.Health(healthUp))
+	assert.Equal(t, coord.HealthDown, coord.Health(healthDown))
+	for _, c := range []struct {
+		root   HoldReason
+		engine coord.HoldReason
+	}{{HoldDown, coord.HoldDown}, {HoldServerWait, coord.HoldServerWait}, {HoldBudget, coord.HoldBudget}, {HoldPaced, coord.HoldPaced}, {HoldInFlight, coord.HoldInFlight}} {
+		assert.Equal(t, c.root, HoldReason(c.engine), c.root.String())
+	}
+	for _, c := range []struct {
+		root   HoldOutcome
+		engine coord.HoldOutcome
+	}{{HoldWaiting, coord.HoldWaiting}, {HoldProbe, coord.HoldProbe}, {HoldReleased, coord.HoldReleased}, {HoldGaveUp, coord.HoldGaveUp}, {HoldCanceled, coord.HoldCanceled}} {
+		assert.Equal(t, c.root, HoldOutcome(c.engine), c.root.String())
+	}
+}
+
+// The engine's refusal reaches the user as a *DownError with its every
+// field, and its last failure as an error whose text is its kind; any
+// other error (the context's) passes as it is.
+func TestCoordinatedRefusalIsADownError(t *testing.T) {
+	since := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	r := &coord.Refused{Key: "x.test", Reason: coord.HoldPaced, Since: since, For: time.Minute, Until: since.Add(time.Hour), Left: time.Hour, Waited: 2 * time.Second, Last: "429 Too Many Requests"}
+	var d *DownError
+	require.ErrorAs(t, downErrorOf(fmt.Errorf("wrapped: %w", r)), &d)
+	assert.Equal(t, "x.test", d.Key)
+	assert.Equal(t, HoldPaced, d.Reason)
+	assert.Equal(t, since, d.Since)
+	assert.Equal(t, time.Minute, d.For)
+	assert.Equal(t, since.Add(time.Hour), d.Until)
+	assert.Equal(t, time.Hour, d.Left)
+	assert.Equal(t, 2*time.Second, d.Waited)
+	require.Error(t, d.Last)
+	assert.Equal(t, "429 Too Many Requests", d.Last.Error())
+	require.ErrorAs(t, downErrorOf(&coord.Refused{Key: "x.test", Reason: coord.HoldBudget}), &d)
+	assert.Nil(t, d.Last, "no failure known: no Last")
+	assert.Same(t, context.Canceled, downErrorOf(context.Canceled))
+	assert.NoError(t, downErrorOf(nil))
+}
+
+// What the engine asks of a call's Policy: its MaxRetryAfter, its first
+// attempt's bounds, and its holds as Hold records, to OnHold if set.
+func TestCoordinatedCallPolicy(t *testing.T) {
+	var got []Hold
+	p := Policy{MaxRetries: 2, MaxRetryAfter: time.Minute, Reserve: time.Second, OnHold: func(h Hold) { got = append(got, h) }}.resolved()
+	cp := (*callPolicy)(&p)
+	assert.Equal(t, time.Minute, cp.MaxServerWait())
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	defer cancel()
+	req := mustRequest(t, ctx)
+	left, latest := cp.FirstBounds(ctx, req)
+	lim := limitsOf(ctx, &p, req)
+	assert.Equal(t, p.retryLimit(lim.hasDeadline())+1, left)
+	assert.Equal(t, lim.latest(), latest)
+	start := time.Now()
+	cp.Held(coord.Hold{Request: req, N: 2, Key: "x.test", Reason: coord.HoldDown, Start: start, Outcome: coord.HoldWaiting})
+	require.Len(t, got, 1)
+	assert.Equal(t, Hold{Request: req, N: 2, Key: "x.test", Reason: HoldDown, Start: start, Outcome: HoldWaiting}, got[0])
+	p.OnHold = nil
+	assert.NotPanics(t, func() { cp.Held(coord.Hold{}) }, "no OnHold: nothing to tell")
 }

@@ -60,7 +60,7 @@ func mustNew(t *testing.T, base http.RoundTripper, p Policy) *Transport {
 	return rt
 }
 
-// coordOf returns the coordinator of rt, a Transport made by
+// coordOf returns the engine (coord.Coordinator) of rt, a Transport made by
 // NewCoordinated.
 func coordOf(rt *Transport) *coord.Coordinator { return rt.keepers.(coordinated).co }
 

@@ -11,7 +11,10 @@ import (
 // This file is what the root gives the engine and what it gets back: the
 // engine's side of the seam in the root's gatekeeper.go. The root's
 // adapter converts its own values (admission, outcome, verdict) to and
-// from these, field by field.
+// from these, field by field. This file declares types only, so it has no test
+// file of its own: the root's coordinate_test.go checks the conversions
+// (TestCoordinatedSeamNumbersAgree, TestCoordinatedRefusalIsADownError,
+// TestCoordinatedCallPolicy).
 
 // Config is a resolved llmretry.Coordination, and what the engine needs of
 // the core: plain values and functions, so that it imports nothing of the
