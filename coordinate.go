@@ -230,7 +230,6 @@ func (c Coordination) engineConfig() coord.Config {
 		Store:         c.Store,
 		MaxRetryAfter: DefaultMaxRetryAfter,
 		IsStream:      isEventStream,
-		Sleep:         sleep,
 	}
 }
 

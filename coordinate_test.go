@@ -17,6 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/clock"
 	"github.com/llmretry/llmretry/internal/coord"
 	"github.com/llmretry/llmretry/store"
 	"github.com/stretchr/testify/assert"
@@ -66,7 +67,7 @@ func (f *flaky) RoundTrip(req *http.Request) (*http.Response, error) {
 	defer end()
 	for _, w := range f.down {
 		if at >= w.from && at < w.to {
-			if err := sleep(req.Context(), f.slow); err != nil {
+			if err := clock.Sleep(req.Context(), f.slow); err != nil {
 				return nil, err
 			}
 			if f.fault.err != nil {
@@ -80,7 +81,7 @@ func (f *flaky) RoundTrip(req *http.Request) (*http.Response, error) {
 				Body: io.NopCloser(strings.NewReader(f.fault.body)), ContentLength: -1, Request: req}, nil
 		}
 	}
-	if err := sleep(req.Context(), f.gen); err != nil {
+	if err := clock.Sleep(req.Context(), f.gen); err != nil {
 		return nil, err
 	}
 	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}},
@@ -461,7 +462,7 @@ func TestCoordinatedRetryBudget(t *testing.T) {
 		const calls = 40
 		p := newFlaky(fail(408), 0, window{0, time.Minute})
 		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if err := sleep(req.Context(), 500*time.Millisecond); err != nil {
+			if err := clock.Sleep(req.Context(), 500*time.Millisecond); err != nil {
 				return nil, err
 			}
 			return p.RoundTrip(req)
@@ -498,7 +499,7 @@ func TestCoordinatedRetryBudget(t *testing.T) {
 		// Without coordination, every call retries every second.
 		p2 := newFlaky(fail(408), 0, window{0, time.Minute})
 		base2 := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if err := sleep(req.Context(), 500*time.Millisecond); err != nil {
+			if err := clock.Sleep(req.Context(), 500*time.Millisecond); err != nil {
 				return nil, err
 			}
 			return p2.RoundTrip(req)
@@ -691,7 +692,7 @@ func (c *flappingProvider) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	at := time.Since(c.start)
 	if c.down(req.URL.Host, at) {
-		if err := sleep(req.Context(), time.Duration(rand.N(300))*time.Millisecond); err != nil {
+		if err := clock.Sleep(req.Context(), time.Duration(rand.N(300))*time.Millisecond); err != nil {
 			return nil, err
 		}
 		switch rand.N(4) {
@@ -704,7 +705,7 @@ func (c *flappingProvider) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 		return &http.Response{StatusCode: 502, Status: "502 Bad Gateway", Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 	}
-	if err := sleep(req.Context(), time.Duration(100+rand.N(2900))*time.Millisecond); err != nil {
+	if err := clock.Sleep(req.Context(), time.Duration(100+rand.N(2900))*time.Millisecond); err != nil {
 		return nil, err
 	}
 	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
@@ -1258,7 +1259,7 @@ func TestCoordinatedRequestFaultsMoveNoKey(t *testing.T) {
 						req.Body.Close()
 						return nil, err // what net/http reports: the body's own error
 					}
-					if err := sleep(req.Context(), 20*time.Millisecond); err != nil {
+					if err := clock.Sleep(req.Context(), 20*time.Millisecond); err != nil {
 						return nil, err
 					}
 					return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
@@ -1453,7 +1454,7 @@ func (b *bucket) RoundTrip(req *http.Request) (*http.Response, error) {
 		body := fmt.Sprintf(`{"error":{"message":"Rate limit reached for requests. Please try again in %v.","type":"requests","code":"rate_limit_exceeded"}}`, untilOne)
 		return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1, Request: req}, nil
 	}
-	if err := sleep(req.Context(), b.gen); err != nil {
+	if err := clock.Sleep(req.Context(), b.gen); err != nil {
 		return nil, err
 	}
 	return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), ContentLength: -1, Request: req}, nil
@@ -1508,7 +1509,7 @@ func (s *slots) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.inFlight--
 		s.mu.Unlock()
 	}()
-	if err := sleep(req.Context(), s.gen); err != nil {
+	if err := clock.Sleep(req.Context(), s.gen); err != nil {
 		return nil, err
 	}
 	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), ContentLength: -1, Request: req}, nil

@@ -17,8 +17,8 @@ import (
 )
 
 // testConfig returns c with the root's defaults where it is zero (see
-// llmretry.Coordination), and the core's stream test and sleep in their
-// plainest form.
+// llmretry.Coordination), and the core's stream test in its plainest
+// form.
 func testConfig(c Config) Config {
 	if c.ProbeInterval == 0 {
 		c.ProbeInterval = 5 * time.Second
@@ -37,19 +37,6 @@ func testConfig(c Config) Config {
 	}
 	c.IsStream = func(resp *http.Response) bool {
 		return resp.StatusCode/100 == 2 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	}
-	c.Sleep = func(ctx context.Context, d time.Duration) error {
-		if err := ctx.Err(); err != nil || d <= 0 {
-			return err
-		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 	return c
 }

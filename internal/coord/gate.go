@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/clock"
 	"github.com/llmretry/llmretry/store"
 )
 
@@ -430,7 +431,7 @@ func (cc *Call) pass(ctx context.Context, a Admission) error {
 					room = min(room, latest.Sub(now))
 				}
 				if room > 0 {
-					if err := cc.co.cfg.Sleep(ctx, randN(room)); err != nil {
+					if err := clock.Sleep(ctx, randN(room)); err != nil {
 						h.end(HoldCanceled)
 						return err
 					}
@@ -574,7 +575,7 @@ func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Ti
 			if *h == nil {
 				*h = cc.beginHold(gatePace, now, n)
 			}
-			if err := cc.co.cfg.Sleep(ctx, at.Sub(now)); err != nil {
+			if err := clock.Sleep(ctx, at.Sub(now)); err != nil {
 				(*h).end(HoldCanceled)
 				return true, err
 			}
@@ -585,7 +586,7 @@ func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Ti
 		return false, nil
 	case latest.IsZero():
 		// No deadline: wait for the slot to come within reach.
-		if err := cc.co.cfg.Sleep(ctx, slot.Sub(now)-retryLease/2); err != nil {
+		if err := clock.Sleep(ctx, slot.Sub(now)-retryLease/2); err != nil {
 			if *h != nil {
 				(*h).end(HoldCanceled)
 			}

@@ -33,8 +33,6 @@ type Config struct {
 	// IsStream reports whether a response is a stream of events, whose
 	// send lease stays held until its body is done.
 	IsStream func(*http.Response) bool
-	// Sleep waits d or until ctx ends, returning ctx's error then.
-	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Policy is what the engine asks of one call's llmretry.Policy. The root
