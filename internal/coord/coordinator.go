@@ -26,6 +26,9 @@ import (
 // Its map of keys is read without a lock on every call; a key's view is an
 // atomic pointer, so a call to a quiet key takes no lock and makes no
 // store call. Keys are forgotten by a sweep, at most once per sweepEvery.
+//
+// A Coordinator is safe for concurrent use. Its zero value is not usable:
+// New makes one, and returns the function that stops it.
 type Coordinator struct {
 	cfg   Config
 	seed  maphash.Seed

@@ -19,14 +19,15 @@ import (
 
 // This file is the gate: what a coordinated call goes through before each
 // attempt, and what it tells its key after one. A call's part in its key's
-// coordination is its coordCall; the key's list of held calls refers to
+// coordination is its Call; the key's list of held calls refers to
 // their waiters. Callbacks (OnHold) run with no lock held, once the shared
 // state is consistent; leases a call holds are released by leave even if
 // one panics.
 
-// coordCall is one call's part in its key's coordination: the leases it
+// Call is one call's part in its key's coordination: the leases it
 // holds and what it needs to ask for more. It belongs to the goroutine of
-// the call's RoundTrip.
+// the call's RoundTrip: it is not safe for concurrent use. Its zero value
+// is not usable: Coordinator.Join makes one.
 type Call struct {
 	co     *Coordinator
 	k      *keyState
