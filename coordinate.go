@@ -276,10 +276,20 @@ var (
 )
 
 // downErrorOf returns err, or the *DownError a *coord.Refused in it
-// stands for: the engine's refusal, in the user's type.
+// stands for: the engine's refusal, in the user's type. A nil err costs
+// nothing (the success path's).
 func downErrorOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	return refusal(err)
+}
+
+// refusal is downErrorOf for an error: its target escapes to the heap,
+// which the success path must not pay for.
+func refusal(err error) error {
 	var r *coord.Refused
-	if err == nil || !errors.As(err, &r) {
+	if !errors.As(err, &r) {
 		return err
 	}
 	d := &DownError{Key: r.Key, Reason: HoldReason(r.Reason), Since: r.Since, For: r.For, Until: r.Until, Left: r.Left, Waited: r.Waited}

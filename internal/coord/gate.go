@@ -37,14 +37,17 @@ type Call struct {
 
 	probe     string    // the probe lease the latest attempt went under, until reported
 	probeSent time.Time // when it went
-	wasProbe  bool      // the latest attempt went as the probe
 	retry     string    // the retry lease of a budgeted retry in flight
 	send      string    // the send lease of an attempt under a limit on calls in flight
-	leased    bool      // the latest attempt went under a send lease
 	sentAt    time.Time // when the latest attempt went
 	sending   int       // its stripe of the key's count of attempts in flight without a lease
-	counted   bool      // the latest attempt is counted in flight (begun, not ended)
 	notBefore time.Time // the call's own server wait: its next attempt goes no sooner
+
+	// Together, so that the Call stays in the allocation size class it had
+	// when p was a pointer (192 bytes).
+	wasProbe bool // the latest attempt went as the probe
+	leased   bool // the latest attempt went under a send lease
+	counted  bool // the latest attempt is counted in flight (begun, not ended)
 }
 
 // Join makes the call's part in the coordination of req's key, for a call

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/llmretry/llmretry/store"
 	"github.com/stretchr/testify/assert"
@@ -64,4 +65,11 @@ func BenchmarkFailedProbe(b *testing.B) {
 		}
 		k.mu.Unlock()
 	}
+}
+
+// A Call stays in the allocation size class it had before the engine left
+// the root package (192 bytes): the coordinated success path allocates it
+// once per call.
+func TestCallSize(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(Call{}), uintptr(192))
 }
