@@ -130,10 +130,10 @@ func (g *getBodyCounter) getBody() (io.ReadCloser, error) {
 }
 
 // The success path's cost is a test, not only a benchmark, with a
-// realistic request (a JSON body and an Authorization header): at most 6
-// allocations more than the bare transport for New (2 today), at most 4
-// with coordination (3 today), and no copy of a body that has GetBody
-// (GetBody is never called).
+// realistic request (a JSON body and an Authorization header): at most 2
+// allocations more than the bare transport for New, at most 4 with
+// coordination (3 today), and no copy of a body that has GetBody (GetBody
+// is never called).
 func TestSuccessPathCost(t *testing.T) {
 	rt, err := New(memBase{}, Policy{})
 	if err != nil {

@@ -159,19 +159,19 @@ func TestCloseIdleConnectionsReachesBase(t *testing.T) {
 	rt.CloseIdleConnections()
 }
 
-// An invalid policy or coordination makes no Transport, and says so once
-// as otelretry's, wrapping llmretry's error.
+// An invalid policy or coordination makes no Transport, and says so once:
+// llmretry's error, which names the bad field, with one prefix.
 func TestInvalid(t *testing.T) {
 	r := newRig()
 	_, err := New(nil, llmretry.Policy{Reserve: -time.Second}, r.opts()...)
 	require.Error(t, err)
-	assert.Equal(t, 1, strings.Count(err.Error(), "otelretry:"), err.Error())
-	assert.True(t, strings.HasPrefix(err.Error(), "otelretry: llmretry: Policy.Reserve is negative"), err.Error())
-	assert.NotNil(t, errors.Unwrap(err), "wraps llmretry's error")
+	assert.Equal(t, 1, strings.Count(err.Error(), "retry:"), err.Error())
+	assert.True(t, strings.HasPrefix(err.Error(), "llmretry: Policy.Reserve is negative"), err.Error())
 
 	_, err = NewCoordinated(nil, llmretry.Policy{}, llmretry.Coordination{RetryBudget: 2}, r.opts()...)
 	require.Error(t, err)
-	assert.True(t, strings.HasPrefix(err.Error(), "otelretry: llmretry: Coordination.RetryBudget"), err.Error())
+	assert.Equal(t, 1, strings.Count(err.Error(), "retry:"), err.Error())
+	assert.True(t, strings.HasPrefix(err.Error(), "llmretry: Coordination.RetryBudget"), err.Error())
 
 	// Nil options are ignored; a nil base is http.DefaultTransport.
 	rt, err := New(nil, llmretry.Policy{}, nil, WithTracerProvider(nil), WithMeterProvider(nil))

@@ -1,7 +1,6 @@
 package otelretry
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/llmretry/llmretry"
@@ -110,7 +109,7 @@ func New(base http.RoundTripper, p llmretry.Policy, opts ...Option) (*Transport,
 	p.OnAttempt = tel.onAttempt(p.OnAttempt)
 	t, err := llmretry.New(rt, p)
 	if err != nil {
-		return nil, fmt.Errorf("otelretry: %w", err)
+		return nil, err // llmretry's, which names the bad field
 	}
 	return &Transport{rt: t, tel: tel}, nil
 }
@@ -133,7 +132,7 @@ func NewCoordinated(base http.RoundTripper, p llmretry.Policy, c llmretry.Coordi
 	p.OnHold = tel.onHold(p.OnHold)
 	t, err := llmretry.NewCoordinated(rt, p, c)
 	if err != nil {
-		return nil, fmt.Errorf("otelretry: %w", err)
+		return nil, err // llmretry's, which names the bad field
 	}
 	return &Transport{rt: t, tel: tel}, nil
 }

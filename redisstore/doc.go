@@ -6,7 +6,6 @@
 // released within milliseconds of the probe's answer.
 //
 //	client := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true}) // bounds Close
-
 //	st, err := redisstore.New(client, redisstore.Options{Secret: secret}) // the same secret on every process
 //	if err != nil { ... }
 //	defer st.Close()

@@ -13,5 +13,5 @@
 // comes in Config and Policy, and it answers in its own types (seam.go),
 // which the root's adapter (coordinate.go) converts to the user's Hold and
 // DownError. See docs/coordination.md for what it promises and
-// docs/decisions.md (26, 39, 62, 79, 83) for why it is built so.
+// docs/decisions.md (26, 39, 62, 79, 84) for why it is built so.
 package coord

@@ -646,7 +646,7 @@ func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 	if o.Health == HealthUp && o.Status < 400 && cc.probe == "" && k.quiet() {
 		// An answer on a key known to be quiet is news only if it says a
 		// rate limit is spent.
-		if _, spent := spentPace(header, cc.sentAt, k.cost.Load()); !spent {
+		if _, spent := spentPace(header, cc.sentAt, cc.sentAt, k.cost.Load()); !spent {
 			return Verdict{}
 		}
 	}
@@ -670,7 +670,7 @@ func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 			r.NextProbe = cc.probeSent.Add(cc.co.probeGap())
 		}
 	}
-	pc, spent := spentPace(header, cc.sentAt, k.cost.Load())
+	pc, spent := spentPace(header, cc.sentAt, now, k.cost.Load())
 	if spent && pc.full.Add(-time.Duration(pc.burst-1)*pc.every).Sub(cc.sentAt) > cc.p.MaxServerWait() {
 		spent = false // a request back later than the call honours: not a pace for it
 	}

@@ -51,14 +51,16 @@ var published = [...]rateHeaders{
 }
 
 // spentPace returns the pace of the rate limit that h, the headers of a
-// response to an attempt sent at sent, says is spent: a dimension whose
-// remaining is below one request's cost (1 for requests; cost, the tokens
-// a request of the key is known to take, for tokens: tokens are not read
-// while it is unknown). A relative reset counts from sent, when the
-// provider measured it. Of several spent dimensions, the slowest paces.
-// Values it cannot read, negative ones (Azure's -1) and absent ones say
-// nothing.
-func spentPace(h http.Header, sent time.Time, cost int64) (pace, bool) {
+// response to an attempt sent at sent and back by arrived, says is spent:
+// a dimension whose remaining is below one request's cost (1 for
+// requests; cost, the tokens a request of the key is known to take, for
+// tokens: tokens are not read while it is unknown). A relative reset
+// counts from sent, when the provider measured it (the time until full is
+// the header's, whenever it was measured); a reset instant was measured
+// some time between sent and arrived, which bounds the time until full it
+// says. Of several spent dimensions, the slowest paces. Values it cannot
+// read, negative ones (Azure's -1) and absent ones say nothing.
+func spentPace(h http.Header, sent, arrived time.Time, cost int64) (pace, bool) {
 	var best pace
 	found := false
 	for i := range published {
@@ -86,7 +88,11 @@ func spentPace(h http.Header, sent time.Time, cost int64) (pace, bool) {
 		if !ok || !full.After(sent) {
 			continue
 		}
-		every := refill(full.Sub(sent), limit, limit-remaining, unit)
+		most, least := full.Sub(sent), full.Sub(sent)
+		if d.instant {
+			least = full.Sub(arrived)
+		}
+		every := refill(most, least, limit, limit-remaining, unit)
 		if every <= 0 {
 			continue
 		}
@@ -99,28 +105,31 @@ func spentPace(h http.Header, sent time.Time, cost int64) (pace, bool) {
 }
 
 // refill returns the time one request of unit units takes to come back
-// to a bucket of limit units that is full again in untilFull with used
-// units missing. The bucket's window (the time it takes to refill from
-// empty) is limit × untilFull / used; remaining is a whole count, so the
-// units missing are between used − 1 and used (a lower rate than the
-// truth read from the count alone, which sends each turn a little early
-// until a 429 says so), and the window lies between limit × untilFull /
-// used and limit × untilFull / (used − 1). Providers state their limits
-// per round window (a minute, mostly): when one of those lies in that
-// span, it is the window, read exactly.
-func refill(untilFull time.Duration, limit, used, unit int64) time.Duration {
-	lo := float64(untilFull) * float64(limit) / float64(used)
+// to a bucket of limit units that is full again in at least least and at
+// most most (the two differ when the provider measured it at an unknown
+// instant of the attempt) with used units missing. The bucket's window
+// (the time it takes to refill from empty) is limit × untilFull / used;
+// remaining is a whole count, so the units missing are between used − 1
+// and used, and the window lies between limit × least / used and limit ×
+// most / (used − 1). Read from most and used alone it is at its longest
+// (a lower rate than the truth: a pace read slow stays slow, since a store
+// keeps the slowest it is told). Providers state their limits per round
+// window (a minute, mostly): when one of those lies in the span, it is
+// the window, read exactly — the one nearest the longest reading, if
+// several do.
+func refill(most, least time.Duration, limit, used, unit int64) time.Duration {
+	slow := float64(most) * float64(limit) / float64(used)
+	lo := float64(least) * float64(limit) / float64(used)
 	hi := math.Inf(1)
 	if used > 1 {
-		hi = float64(untilFull) * float64(limit) / float64(used-1)
+		hi = float64(most) * float64(limit) / float64(used-1)
 	}
-	window := lo
+	window, off := slow, math.Inf(1)
 	for _, w := range roundWindows {
 		// A reset is printed to the millisecond, or the second: a
 		// window within 1 % of the span still fits.
-		if float64(w) >= lo*0.99 && float64(w) < hi*1.01 {
-			window = float64(w)
-			break
+		if float64(w) >= lo*0.99 && float64(w) < hi*1.01 && math.Abs(float64(w)-slow) < off {
+			window, off = float64(w), math.Abs(float64(w)-slow)
 		}
 	}
 	return time.Duration(window * float64(unit) / float64(limit))

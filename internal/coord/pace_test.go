@@ -18,11 +18,12 @@ func TestSpentPace(t *testing.T) {
 		return out
 	}
 	cases := []struct {
-		name   string
-		header http.Header
-		cost   int64
-		want   pace
-		spent  bool
+		name    string
+		header  http.Header
+		cost    int64
+		arrived time.Duration // after sent, when the answer was back (0: at once)
+		want    pace
+		spent   bool
 	}{
 		{
 			name:   "OpenAI requests spent: a reset counts from when the request was sent",
@@ -44,6 +45,24 @@ func TestSpentPace(t *testing.T) {
 			header: h("x-ratelimit-limit-tokens", "20000", "x-ratelimit-remaining-tokens", "500", "x-ratelimit-reset-tokens", "58.4s"),
 			cost:   1000,
 			want:   pace{burst: 20, every: 3 * time.Second, full: sent.Add(58400 * time.Millisecond)}, spent: true,
+		},
+		{
+			name:    "a reset instant measured late in a slow attempt still reads its round window (Anthropic, 10.5 s for 10 requests, back at 2.5 s: between 8 s and 11.7 s)",
+			header:  h("anthropic-ratelimit-requests-limit", "10", "anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", sent.Add(10500*time.Millisecond).Format(time.RFC3339Nano)),
+			arrived: 2500 * time.Millisecond,
+			want:    pace{burst: 10, every: time.Second, full: sent.Add(10500 * time.Millisecond)}, spent: true,
+		},
+		{
+			name:    "of several round windows in the span, the one nearest the longest reading (61 s for 60 requests, back at 55 s: 1 min, not 10 s)",
+			header:  h("anthropic-ratelimit-requests-limit", "60", "anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", sent.Add(61*time.Second).Format(time.RFC3339Nano)),
+			arrived: 55 * time.Second,
+			want:    pace{burst: 60, every: time.Second, full: sent.Add(61 * time.Second)}, spent: true,
+		},
+		{
+			name:    "a relative reset is the time to full whenever it was measured: a slow attempt changes nothing (12.6 s, back at 5 s)",
+			header:  h("x-ratelimit-limit-requests", "10", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "12.6s"),
+			arrived: 5 * time.Second,
+			want:    pace{burst: 10, every: 1260 * time.Millisecond, full: sent.Add(12600 * time.Millisecond)}, spent: true,
 		},
 		{
 			name:   "OpenAI requests not spent",
@@ -113,7 +132,7 @@ func TestSpentPace(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, spent := spentPace(c.header, sent, c.cost)
+			got, spent := spentPace(c.header, sent, sent.Add(c.arrived), c.cost)
 			assert.Equal(t, c.spent, spent)
 			if c.spent {
 				assert.Equal(t, c.want.burst, got.burst, "burst")
@@ -131,7 +150,7 @@ func TestSpentPaceAllocatesNothing(t *testing.T) {
 	h.Set("x-ratelimit-remaining-requests", "7")
 	h.Set("x-ratelimit-reset-requests", "3s")
 	now := time.Now()
-	assert.Zero(t, testing.AllocsPerRun(100, func() { spentPace(h, now, 0) }))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { spentPace(h, now, now, 0) }))
 }
 
 func TestRequestedTokens(t *testing.T) {
@@ -175,7 +194,7 @@ func FuzzSpentPace(f *testing.F) {
 			"X-Ratelimit-Remaining":                  {aRemaining},
 			"X-Ratelimit-Reset":                      {aReset},
 		}
-		p, ok := spentPace(h, sent, cost)
+		p, ok := spentPace(h, sent, sent.Add(2*time.Second), cost)
 		if !ok {
 			return
 		}
