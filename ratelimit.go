@@ -46,7 +46,7 @@ func rateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
 	case tokOK:
 		return tok, true
 	}
-	at, ok := ratehdr.UnixInstant(h.Get("X-Ratelimit-Reset"))
+	at, _, ok := ratehdr.UnixInstant(h.Get("X-Ratelimit-Reset"))
 	if !ok {
 		return 0, false
 	}

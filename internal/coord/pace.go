@@ -84,15 +84,17 @@ func spentPace(h http.Header, sent, arrived time.Time, cost int64) (pace, bool) 
 		if !ok || limit < unit {
 			continue
 		}
-		full, ok := resetAt(first(h, d.reset), d.instant, sent)
+		full, res, ok := resetAt(first(h, d.reset), d.instant, sent)
 		if !ok || !full.After(sent) {
 			continue
 		}
-		most, least := full.Sub(sent), full.Sub(sent)
+		least, most := full.Sub(sent), full.Sub(sent)
 		if d.instant {
-			least = full.Sub(arrived)
+			// Measured at some instant of the attempt, and printed to
+			// res (a second, mostly: Anthropic rounds it up).
+			least, most = full.Sub(arrived)-res, most+res
 		}
-		every := refill(most, least, limit, limit-remaining, unit)
+		every := refill(full.Sub(sent), least, most, limit, limit-remaining, unit)
 		if every <= 0 {
 			continue
 		}
@@ -105,20 +107,20 @@ func spentPace(h http.Header, sent, arrived time.Time, cost int64) (pace, bool) 
 }
 
 // refill returns the time one request of unit units takes to come back
-// to a bucket of limit units that is full again in at least least and at
-// most most (the two differ when the provider measured it at an unknown
-// instant of the attempt) with used units missing. The bucket's window
-// (the time it takes to refill from empty) is limit × untilFull / used;
+// to a bucket of limit units that is full again in untilFull, as read,
+// and truly in at least least and at most most (they differ when the
+// provider measured it at an unknown instant of the attempt, or printed
+// it to the second), with used units missing. The bucket's window (the
+// time it takes to refill from empty) is limit × untilFull / used;
 // remaining is a whole count, so the units missing are between used − 1
 // and used, and the window lies between limit × least / used and limit ×
-// most / (used − 1). Read from most and used alone it is at its longest
-// (a lower rate than the truth: a pace read slow stays slow, since a store
+// most / (used − 1). Read from untilFull and used alone it is long (a
+// lower rate than the truth: a pace read slow stays slow, since a store
 // keeps the slowest it is told). Providers state their limits per round
 // window (a minute, mostly): when one of those lies in the span, it is
-// the window, read exactly — the one nearest the longest reading, if
-// several do.
-func refill(most, least time.Duration, limit, used, unit int64) time.Duration {
-	slow := float64(most) * float64(limit) / float64(used)
+// the window, read exactly — the one nearest the reading, if several do.
+func refill(untilFull, least, most time.Duration, limit, used, unit int64) time.Duration {
+	slow := float64(untilFull) * float64(limit) / float64(used)
 	lo := float64(least) * float64(limit) / float64(used)
 	hi := math.Inf(1)
 	if used > 1 {
@@ -151,18 +153,23 @@ func first(h http.Header, k string) string {
 }
 
 // resetAt reads a reset: an instant (RFC 3339, or Unix seconds or
-// milliseconds), or a Go duration counted from sent.
-func resetAt(v string, instant bool, sent time.Time) (time.Time, bool) {
+// milliseconds), or a Go duration counted from sent; and the resolution
+// an instant is printed to (a second without a fraction; a duration's is
+// taken as exact).
+func resetAt(v string, instant bool, sent time.Time) (time.Time, time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
-		return time.Time{}, false
+		return time.Time{}, 0, false
 	}
 	if !instant {
 		d, ok := ratehdr.GoDuration(v)
-		return sent.Add(d), ok
+		return sent.Add(d), 0, ok
 	}
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t, true
+		if strings.IndexByte(v, '.') < 0 {
+			return t, time.Second, true
+		}
+		return t, 0, true
 	}
 	return ratehdr.UnixInstant(v)
 }

@@ -53,6 +53,12 @@ func TestSpentPace(t *testing.T) {
 			want:    pace{burst: 10, every: time.Second, full: sent.Add(10500 * time.Millisecond)}, spent: true,
 		},
 		{
+			name:    "an instant printed to the second (rounded up) still reads its round window (Anthropic, 11 s for 10 requests: full truly between 9.9 s and 12 s)",
+			header:  h("anthropic-ratelimit-requests-limit", "10", "anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", sent.Add(11*time.Second).Format(time.RFC3339)),
+			arrived: 100 * time.Millisecond,
+			want:    pace{burst: 10, every: time.Second, full: sent.Add(11 * time.Second)}, spent: true,
+		},
+		{
 			name:    "of several round windows in the span, the one nearest the longest reading (61 s for 60 requests, back at 55 s: 1 min, not 10 s)",
 			header:  h("anthropic-ratelimit-requests-limit", "60", "anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", sent.Add(61*time.Second).Format(time.RFC3339Nano)),
 			arrived: 55 * time.Second,

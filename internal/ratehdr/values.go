@@ -27,17 +27,18 @@ func GoDuration(v string) (time.Duration, bool) {
 }
 
 // UnixInstant reads an instant in Unix seconds or milliseconds, as
-// OpenRouter writes X-RateLimit-Reset; a number too small to be either
-// (below 1e9) is none.
-func UnixInstant(v string) (time.Time, bool) {
+// OpenRouter writes X-RateLimit-Reset, and the resolution it is printed
+// to (a second or a millisecond); a number too small to be either (below
+// 1e9) is none.
+func UnixInstant(v string) (time.Time, time.Duration, bool) {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	switch {
 	case err != nil || n <= 0:
-		return time.Time{}, false
+		return time.Time{}, 0, false
 	case n >= 1e11: // milliseconds since the epoch (as seconds: past the year 5000)
-		return time.UnixMilli(n), true
+		return time.UnixMilli(n), time.Millisecond, true
 	case n >= 1e9: // seconds since the epoch
-		return time.Unix(n, 0), true
+		return time.Unix(n, 0), time.Second, true
 	}
-	return time.Time{}, false
+	return time.Time{}, 0, false
 }

@@ -32,14 +32,16 @@ func TestGoDuration(t *testing.T) {
 }
 
 func TestUnixInstant(t *testing.T) {
-	at, ok := UnixInstant("1764576000")
+	at, res, ok := UnixInstant("1764576000")
 	assert.True(t, ok)
 	assert.Equal(t, time.Unix(1764576000, 0), at, "seconds")
-	at, ok = UnixInstant("1764576000123")
+	assert.Equal(t, time.Second, res)
+	at, res, ok = UnixInstant("1764576000123")
 	assert.True(t, ok)
 	assert.Equal(t, time.UnixMilli(1764576000123), at, "milliseconds")
+	assert.Equal(t, time.Millisecond, res)
 	for _, v := range []string{"", "0", "-5", "12345", "soon"} {
-		_, ok := UnixInstant(v)
+		_, _, ok := UnixInstant(v)
 		assert.False(t, ok, v)
 	}
 }
