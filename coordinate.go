@@ -1,6 +1,7 @@
 package llmretry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/coord"
 	"github.com/llmretry/llmretry/store"
 )
 
@@ -203,8 +205,119 @@ func NewCoordinated(base http.RoundTripper, p Policy, c Coordination) (*Transpor
 	if err != nil {
 		return nil, err
 	}
-	co, stop := newCoordinator(c.resolved())
-	t.keepers = co
+	co, stop := coord.New(c.resolved().engineConfig())
+	t.keepers = coordinated{co}
 	runtime.AddCleanup(t, func(stop func()) { stop() }, stop)
 	return t, nil
+}
+
+// NewMemoryStore returns an empty in-process Store: the one NewCoordinated
+// makes for each Transport when Coordination.Store is nil. Share one among
+// several Transports of a process (with different policies, say) to have
+// their calls to a provider coordinate as one. It is safe for concurrent
+// use and starts no goroutine; it forgets a key a minute after its last
+// fact lapsed.
+func NewMemoryStore() store.Store { return coord.NewMemoryStore() }
+
+// engineConfig is c (resolved) as the engine reads it, with what it needs
+// of the core.
+func (c Coordination) engineConfig() coord.Config {
+	return coord.Config{
+		ProbeInterval: c.ProbeInterval,
+		ReleaseSpread: c.ReleaseSpread,
+		RetryBudget:   c.RetryBudget,
+		MinRetries:    c.MinRetries,
+		Store:         c.Store,
+		MaxRetryAfter: DefaultMaxRetryAfter,
+		IsStream:      isEventStream,
+	}
+}
+
+// coordinated is the gatekeepers of a Transport made by NewCoordinated:
+// the engine (internal/coord), which gives each call a coord.Call.
+type coordinated struct{ co *coord.Coordinator }
+
+// join makes the call's part in its key's coordination.
+func (c coordinated) join(req *http.Request, p *Policy) gatekeeper {
+	return coordCall{c.co.Join(req, (*callPolicy)(p))}
+}
+
+// coordCall is a coordinated call's gatekeeper: it converts the core's
+// values to the engine's and back, and allocates nothing (a one-pointer
+// struct fits an interface as is).
+type coordCall struct{ c *coord.Call }
+
+func (g coordCall) admit(ctx context.Context, a admission) (bool, error) {
+	probe, err := g.c.Admit(ctx, coord.Admission{N: a.n, Left: a.left, Latest: a.latest, NotBefore: a.notBefore})
+	return probe, downErrorOf(err)
+}
+func (g coordCall) begin()                                       { g.c.Begin() }
+func (g coordCall) end(ctx context.Context, resp *http.Response) { g.c.End(ctx, resp) }
+func (g coordCall) sent()                                        { g.c.Sent() }
+func (g coordCall) leave()                                       { g.c.Leave() }
+
+func (g coordCall) report(ctx context.Context, o outcome) verdict {
+	v := g.c.Report(ctx, coord.Outcome{
+		Health: coord.Health(o.health),
+		Resp:   o.resp,
+		Err:    o.err,
+		Status: o.status,
+		Event:  o.event,
+		Server: coord.Pause{D: o.server.d, Set: o.server.set},
+		Own:    coord.Pause{D: o.own.d, Set: o.own.set},
+		Body:   o.body,
+	})
+	return verdict{held: v.Held, paced: v.Paced}
+}
+
+var (
+	_ gatekeepers = coordinated{}
+	_ gatekeeper  = coordCall{}
+)
+
+// downErrorOf returns err, or the *DownError a *coord.Refused in it
+// stands for: the engine's refusal, in the user's type. A nil err costs
+// nothing (the success path's).
+func downErrorOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	return refusal(err)
+}
+
+// refusal is downErrorOf for an error: its target escapes to the heap,
+// which the success path must not pay for.
+func refusal(err error) error {
+	var r *coord.Refused
+	if !errors.As(err, &r) {
+		return err
+	}
+	d := &DownError{Key: r.Key, Reason: HoldReason(r.Reason), Since: r.Since, For: r.For, Until: r.Until, Left: r.Left, Waited: r.Waited}
+	if r.Last != "" {
+		d.Last = &failedStatus{status: r.Last}
+	}
+	return d
+}
+
+// callPolicy is a call's Policy as the engine asks of it (coord.Policy):
+// a pointer conversion, so that passing it allocates nothing.
+type callPolicy Policy
+
+// MaxServerWait returns the policy's MaxRetryAfter.
+func (p *callPolicy) MaxServerWait() time.Duration { return p.MaxRetryAfter }
+
+// FirstBounds returns the attempts a call may send and the last instant
+// its first attempt may go, from its limits (see limitsOf).
+func (p *callPolicy) FirstBounds(ctx context.Context, req *http.Request) (int, time.Time) {
+	pol := (*Policy)(p)
+	lim := limitsOf(ctx, pol, req)
+	return pol.retryLimit(lim.hasDeadline()) + 1, lim.latest()
+}
+
+// Held passes h to OnHold, if set, as a Hold.
+func (p *callPolicy) Held(h coord.Hold) {
+	if p.OnHold == nil {
+		return
+	}
+	p.OnHold(Hold{Request: h.Request, N: h.N, Key: h.Key, Reason: HoldReason(h.Reason), Start: h.Start, End: h.End, Outcome: HoldOutcome(h.Outcome)})
 }

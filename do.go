@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/llmretry/llmretry/internal/clock"
 )
 
 // Do runs call, and runs it again after a wait while it fails, under the
@@ -95,7 +97,7 @@ func (d *doCall[T]) attempt() {
 // ends the round (and Do) too.
 func (d *doCall[T]) round() stop {
 	for d.decide() {
-		if err := sleep(d.ctx, d.wait); err != nil {
+		if err := clock.Sleep(d.ctx, d.wait); err != nil {
 			d.cut = err
 			break
 		}
@@ -176,24 +178,5 @@ func (d *doCall[T]) result() (T, error) {
 func (p *Policy) recordCall(n int, err error, retryIn time.Duration, stop error) {
 	if p.OnAttempt != nil {
 		p.OnAttempt(Attempt{ID: newID(), N: n, Err: err, RetryIn: retryIn, Stop: stop})
-	}
-}
-
-// sleep waits d, or until ctx ends, whichever comes first; it returns
-// ctx's error if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

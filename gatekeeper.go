@@ -7,8 +7,8 @@ import (
 )
 
 // This file is the seam between the core (transport.go, retry.go and the
-// decisions they make) and coordination (coordinator.go, gate.go, hold.go
-// and the files they use; see Coordination). The core calls a call's
+// decisions they make) and coordination (the engine in internal/coord,
+// which coordinate.go adapts to this seam; see Coordination). The core calls a call's
 // gatekeeper at its few points and knows nothing else of coordination: no
 // key, lease, waiter or store. Everything that crosses the seam is a plain
 // value the core owns.
@@ -23,7 +23,7 @@ import (
 //
 // A Transport made by New gives every call noGatekeeper, which lets every
 // attempt go at once and hears nothing; one made by NewCoordinated gives
-// each call its coordCall (gate.go).
+// each call its coordCall (coordinate.go), over the engine's coord.Call.
 type gatekeeper interface {
 	// admit waits until attempt a may go, and reports whether it goes as
 	// its provider key's probe. An error means that it may not go, and
@@ -45,8 +45,8 @@ type gatekeeper interface {
 }
 
 // gatekeepers gives each call of a Transport its gatekeeper, as the call
-// starts: noGatekeeper for a Transport made by New, the coordinator for
-// one made by NewCoordinated.
+// starts: noGatekeeper for a Transport made by New, coordinated (the
+// engine's coord.Coordinator) for one made by NewCoordinated.
 type gatekeepers interface {
 	join(req *http.Request, p *Policy) gatekeeper
 }

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/jarcoal/httpmock"
+	"github.com/llmretry/llmretry/internal/coord"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -59,9 +60,20 @@ func mustNew(t *testing.T, base http.RoundTripper, p Policy) *Transport {
 	return rt
 }
 
-// coordOf returns the coordinator of rt, a Transport made by
+// coordOf returns the engine (coord.Coordinator) of rt, a Transport made by
 // NewCoordinated.
-func coordOf(rt *Transport) *coordinator { return rt.keepers.(*coordinator) }
+func coordOf(rt *Transport) *coord.Coordinator { return rt.keepers.(coordinated).co }
+
+// onlyKey returns the stats of the one key rt's coordinator knows.
+func onlyKey(t *testing.T, rt *Transport) coord.KeyStats {
+	t.Helper()
+	st := coordOf(rt).Stats(time.Now())
+	require.Len(t, st, 1)
+	for _, k := range st {
+		return k
+	}
+	return coord.KeyStats{}
+}
 
 // bodyOf reads and closes resp's body.
 func bodyOf(t *testing.T, resp *http.Response) string {

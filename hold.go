@@ -116,48 +116,6 @@ func (h Hold) String() string {
 	return s
 }
 
-// holding is a hold in progress.
-type holding struct {
-	Hold
-	on func(Hold)
-}
-
-// beginHold starts the record of the call's hold for the reason g before
-// attempt n, and passes it to OnHold.
-func (cc *coordCall) beginHold(g gate, now time.Time, n int) *holding {
-	h := &holding{Hold: Hold{Request: cc.req, N: n, Key: cc.k.name, Reason: holdReason(g), Start: now}, on: cc.p.OnHold}
-	if h.on != nil {
-		h.on(h.Hold)
-	}
-	return h
-}
-
-// holdReason is the reason for a closed gate g.
-func holdReason(g gate) HoldReason {
-	switch g {
-	case gateWait:
-		return HoldServerWait
-	case gateBudget:
-		return HoldBudget
-	case gatePace:
-		return HoldPaced
-	case gateInFlight:
-		return HoldInFlight
-	}
-	return HoldDown
-}
-
-// end records how the hold ended. A nil h (no hold) does nothing.
-func (h *holding) end(o HoldOutcome) {
-	if h == nil {
-		return
-	}
-	h.End, h.Outcome = time.Now(), o
-	if h.on != nil {
-		h.on(h.Hold)
-	}
-}
-
 // DownError is why a coordinated call ended without sending its next
 // attempt: its provider key was down, under a server wait, out of retry
 // budget, at its limit on calls in flight, or paced under a rate limit

@@ -3,8 +3,9 @@ package llmretry
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/llmretry/llmretry/internal/credential"
 )
 
 // sigV4Lifetime is how long AWS accepts a Signature Version 4 signature
@@ -44,7 +45,7 @@ func limitsFrom(ctx context.Context, p *Policy, req *http.Request, start time.Ti
 	if req == nil {
 		return l
 	}
-	if at, ok := signedAt(req.Header); ok {
+	if at, ok := credential.SignedAt(req.Header); ok {
 		l.signed = at.Add(sigV4Lifetime)
 	}
 	return l
@@ -86,19 +87,4 @@ func (l limits) before(d time.Duration) time.Time {
 		return t
 	}
 	return t.Add(-d)
-}
-
-// signedAt returns when a request signed with AWS Signature Version 4 was
-// signed: the X-Amz-Date of a request whose Authorization is
-// AWS4-HMAC-SHA256 (the Date header if it has no X-Amz-Date).
-func signedAt(h http.Header) (time.Time, bool) {
-	if !strings.HasPrefix(strings.TrimSpace(h.Get("Authorization")), "AWS4-HMAC-SHA256") {
-		return time.Time{}, false
-	}
-	if v := h.Get("X-Amz-Date"); v != "" {
-		t, err := time.Parse("20060102T150405Z", v)
-		return t, err == nil
-	}
-	t, err := http.ParseTime(h.Get("Date"))
-	return t, err == nil
 }

@@ -124,28 +124,6 @@ func TestSigV4LongerRideThroughDo(t *testing.T) {
 	})
 }
 
-func TestSignedAt(t *testing.T) {
-	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
-	h := http.Header{}
-	_, ok := signedAt(h)
-	assert.False(t, ok, "unsigned")
-	h.Set("X-Amz-Date", at.Format(amzDate))
-	_, ok = signedAt(h)
-	assert.False(t, ok, "a date alone is no SigV4 signature")
-	h.Set("Authorization", "AWS4-HMAC-SHA256 Credential=…")
-	got, ok := signedAt(h)
-	assert.True(t, ok)
-	assert.Equal(t, at, got)
-	h.Del("X-Amz-Date")
-	h.Set("Date", at.Format(http.TimeFormat))
-	got, ok = signedAt(h)
-	assert.True(t, ok, "the Date header when there is no X-Amz-Date")
-	assert.Equal(t, at, got)
-	h.Set("Authorization", "Bearer sk-…")
-	_, ok = signedAt(h)
-	assert.False(t, ok)
-}
-
 // The limits: the deadline less the reserve, and a signature's expiry,
 // whichever comes first.
 func TestLimits(t *testing.T) {

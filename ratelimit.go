@@ -2,9 +2,9 @@ package llmretry
 
 import (
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/llmretry/llmretry/internal/ratehdr"
 )
 
 // rateLimitReset returns the wait a 429 without Retry-After states in its
@@ -20,12 +20,12 @@ import (
 //
 // A value it cannot read, or a negative one, states nothing.
 func rateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
-	req, reqOK := goDuration(h.Get("X-Ratelimit-Reset-Requests"))
-	tok, tokOK := goDuration(h.Get("X-Ratelimit-Reset-Tokens"))
+	req, reqOK := ratehdr.GoDuration(h.Get("X-Ratelimit-Reset-Requests"))
+	tok, tokOK := ratehdr.GoDuration(h.Get("X-Ratelimit-Reset-Tokens"))
 	switch {
 	case reqOK && tokOK:
-		reqLeft, reqKnown := count(h.Get("X-Ratelimit-Remaining-Requests"))
-		tokLeft, tokKnown := count(h.Get("X-Ratelimit-Remaining-Tokens"))
+		reqLeft, reqKnown := ratehdr.Count(h.Get("X-Ratelimit-Remaining-Requests"))
+		tokLeft, tokKnown := ratehdr.Count(h.Get("X-Ratelimit-Remaining-Tokens"))
 		reqSpent, tokSpent := reqKnown && reqLeft == 0, tokKnown && tokLeft == 0
 		switch {
 		case reqSpent && tokSpent:
@@ -46,35 +46,9 @@ func rateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
 	case tokOK:
 		return tok, true
 	}
-	v := strings.TrimSpace(h.Get("X-Ratelimit-Reset"))
-	if v == "" {
+	at, _, ok := ratehdr.UnixInstant(h.Get("X-Ratelimit-Reset"))
+	if !ok {
 		return 0, false
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, false
-	}
-	var at time.Time
-	switch {
-	case n >= 1e11: // milliseconds since the epoch (as seconds: past the year 5000)
-		at = time.UnixMilli(n)
-	case n >= 1e9: // seconds since the epoch
-		at = time.Unix(n, 0)
-	default:
-		return 0, false // too small to be an instant
 	}
 	return max(0, at.Sub(now)), true
-}
-
-// goDuration parses a non-negative Go duration as OpenAI writes its resets.
-func goDuration(v string) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, false
-	}
-	return d, true
 }

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/llmretry/llmretry/internal/credential"
 )
 
 // redactURL renders u as scheme://host/path: no user information, query or
@@ -29,7 +31,7 @@ func redactErr(err error, req *http.Request) string {
 
 // secretHeaders names the request headers whose values are
 // credentials: model providers' API keys, and the usual HTTP ones.
-var secretHeaders = [...]string{"Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Cookie"}
+var secretHeaders = append(credential.Headers[:], "Proxy-Authorization", "Cookie")
 
 // Redact returns text with every credential of req that it may quote
 // blanked ("…"): req's query (whole), its URL user information, the values

@@ -90,9 +90,9 @@ func TestAttemptTimeoutIsEvidenceOfDown(t *testing.T) {
 			assert.LessOrEqual(t, at.Sub(start), 50*time.Second, "no attempt sent past the deadline less the reserve")
 		}
 		assert.LessOrEqual(t, time.Since(start), 55*time.Second, "the last attempt ends within its AttemptTimeout")
-		stats := coordOf(rt).stats(time.Now())
+		stats := coordOf(rt).Stats(time.Now())
 		require.Contains(t, stats, "api.example.test")
-		assert.True(t, stats["api.example.test"].facts.Down(time.Now()), "the key is down")
+		assert.True(t, stats["api.example.test"].Facts.Down(time.Now()), "the key is down")
 	})
 }
 

@@ -38,7 +38,7 @@ type Transport struct {
 	base    http.RoundTripper
 	policy  Policy      // resolved by New
 	ready   bool        // false for the zero Transport
-	keepers gatekeepers // noGatekeeper from New, the coordinator from NewCoordinated; nil for the zero Transport
+	keepers gatekeepers // noGatekeeper from New, coordinated from NewCoordinated; nil for the zero Transport
 }
 
 // New returns a Transport that sends through base (http.DefaultTransport if

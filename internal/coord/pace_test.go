@@ -1,4 +1,4 @@
-package llmretry
+package coord
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package llmretry
+package coord
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmretry/llmretry/internal/ratehdr"
 )
 
 // pace is a rate limit a response says is spent, as a bucket of burst
@@ -74,11 +76,11 @@ func spentPace(h http.Header, sent, arrived time.Time, cost int64) (pace, bool) 
 			}
 			unit = cost
 		}
-		remaining, ok := count(vs[0])
+		remaining, ok := ratehdr.Count(vs[0])
 		if !ok || remaining >= unit {
 			continue
 		}
-		limit, ok := count(first(h, d.limit))
+		limit, ok := ratehdr.Count(first(h, d.limit))
 		if !ok || limit < unit {
 			continue
 		}
@@ -150,12 +152,6 @@ func first(h http.Header, k string) string {
 	return ""
 }
 
-// count reads a non-negative count.
-func count(v string) (int64, bool) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	return n, err == nil && n >= 0
-}
-
 // resetAt reads a reset: an instant (RFC 3339, or Unix seconds or
 // milliseconds), or a Go duration counted from sent; and the resolution
 // an instant is printed to (a second without a fraction; a duration's is
@@ -166,7 +162,7 @@ func resetAt(v string, instant bool, sent time.Time) (time.Time, time.Duration, 
 		return time.Time{}, 0, false
 	}
 	if !instant {
-		d, ok := goDuration(v)
+		d, ok := ratehdr.GoDuration(v)
 		return sent.Add(d), 0, ok
 	}
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
@@ -175,16 +171,7 @@ func resetAt(v string, instant bool, sent time.Time) (time.Time, time.Duration, 
 		}
 		return t, 0, true
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	switch {
-	case err != nil || n <= 0:
-		return time.Time{}, 0, false
-	case n >= 1e11: // milliseconds since the epoch
-		return time.UnixMilli(n), time.Millisecond, true
-	case n >= 1e9: // seconds since the epoch
-		return time.Unix(n, 0), time.Second, true
-	}
-	return time.Time{}, 0, false
+	return ratehdr.UnixInstant(v)
 }
 
 // requestedTokens returns the tokens a refused request asked for, as

@@ -1,18 +1,17 @@
-package llmretry
+package coord
 
 import (
 	"hash/maphash"
 	"net/http"
 	"strings"
+
+	"github.com/llmretry/llmretry/internal/credential"
 )
 
 // This file is what makes a provider key: the request URL's host and the
 // credential the request carries. The credential's value is hashed here
 // and kept nowhere: the local key holds 64 bits of a per-Transport seeded
 // hash, the store's name whatever Store.Key makes of it.
-
-// credentialHeaders are the headers that carry model providers' API keys.
-var credentialHeaders = [...]string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
 
 // keyID identifies a provider key within one Transport: a host and a hash
 // of the credential.
@@ -32,9 +31,9 @@ func keyOf(seed maphash.Seed, req *http.Request) keyID {
 	return id
 }
 
-// credential returns req's credential material, as keyOf hashes it, for
+// credentialOf returns req's credential material, as keyOf hashes it, for
 // Store.Key; nil if req carries none.
-func credential(req *http.Request) []byte {
+func credentialOf(req *http.Request) []byte {
 	return appendCredential(nil, req)
 }
 
@@ -43,10 +42,10 @@ func credential(req *http.Request) []byte {
 // Signature Version 4 Authorization, which changes with every request,
 // counts by its access key ID alone.
 func appendCredential(b []byte, req *http.Request) []byte {
-	for _, name := range credentialHeaders {
+	for _, name := range credential.Headers {
 		for _, v := range req.Header[name] {
 			if name == "Authorization" {
-				v = sigV4Identity(v)
+				v = credential.SigV4Identity(v)
 			}
 			b = append(append(append(append(b, name...), 0), v...), 0)
 		}
@@ -59,22 +58,6 @@ func appendCredential(b []byte, req *http.Request) []byte {
 		}
 	}
 	return b
-}
-
-// sigV4Identity returns the access key ID of an AWS Signature Version 4
-// Authorization value (what follows Credential= up to the first slash), or
-// v itself if it is not one.
-func sigV4Identity(v string) string {
-	rest, ok := strings.CutPrefix(v, "AWS4-HMAC-SHA256 ")
-	if !ok {
-		return v
-	}
-	_, cred, ok := strings.Cut(rest, "Credential=")
-	if !ok {
-		return v
-	}
-	akid, _, _ := strings.Cut(cred, "/")
-	return "AWS4 " + akid
 }
 
 // lower returns s in lower case, without allocating when it already is.

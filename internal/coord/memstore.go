@@ -1,4 +1,4 @@
-package llmretry
+package coord
 
 import (
 	"context"
@@ -58,12 +58,10 @@ func (e *memEntry) inFlight() int {
 	return n
 }
 
-// NewMemoryStore returns an empty in-process Store: the one NewCoordinated
-// makes for each Transport when Coordination.Store is nil. Share one among
-// several Transports of a process (with different policies, say) to have
-// their calls to a provider coordinate as one. It is safe for concurrent
-// use and starts no goroutine; it forgets a key a minute after its last
-// fact lapsed.
+// NewMemoryStore returns an empty in-process store.Store (see
+// llmretry.NewMemoryStore): safe for concurrent use, it starts no
+// goroutine and forgets a key a minute (sweepEvery) after its last fact
+// lapsed.
 func NewMemoryStore() store.Store { return newMemStore(sweepEvery) }
 
 // newMemStore returns an empty in-process store that sweeps lapsed entries
@@ -420,4 +418,11 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// size returns how many keys the store holds.
+func (s *memStore) size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
 }

@@ -1,4 +1,4 @@
-package llmretry
+package coord
 
 import (
 	"context"
@@ -13,50 +13,50 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/clock"
 	"github.com/llmretry/llmretry/store"
 )
 
 // This file is the gate: what a coordinated call goes through before each
 // attempt, and what it tells its key after one. A call's part in its key's
-// coordination is its coordCall; the key's list of held calls refers to
+// coordination is its Call; the key's list of held calls refers to
 // their waiters. Callbacks (OnHold) run with no lock held, once the shared
 // state is consistent; leases a call holds are released by leave even if
 // one panics.
 
-// coordCall is one call's part in its key's coordination: the leases it
+// Call is one call's part in its key's coordination: the leases it
 // holds and what it needs to ask for more. It belongs to the goroutine of
-// the call's RoundTrip.
-type coordCall struct {
-	co     *coordinator
+// the call's RoundTrip: it is not safe for concurrent use. Its zero value
+// is not usable: Coordinator.Join makes one.
+type Call struct {
+	co     *Coordinator
 	k      *keyState
 	stripe int           // of k's count of calls in flight
 	req    *http.Request // the caller's, for Hold records
-	p      *Policy
+	p      Policy
 
 	probe     string    // the probe lease the latest attempt went under, until reported
 	probeSent time.Time // when it went
-	wasProbe  bool      // the latest attempt went as the probe
 	retry     string    // the retry lease of a budgeted retry in flight
 	send      string    // the send lease of an attempt under a limit on calls in flight
-	leased    bool      // the latest attempt went under a send lease
 	sentAt    time.Time // when the latest attempt went
 	sending   int       // its stripe of the key's count of attempts in flight without a lease
-	counted   bool      // the latest attempt is counted in flight (begun, not ended)
 	notBefore time.Time // the call's own server wait: its next attempt goes no sooner
+
+	// Together, so that the Call stays in the allocation size class it had
+	// when p was a pointer (192 bytes).
+	wasProbe bool // the latest attempt went as the probe
+	leased   bool // the latest attempt went under a send lease
+	counted  bool // the latest attempt is counted in flight (begun, not ended)
 }
 
-// The coordinator gives each call of its Transport a coordCall as its
-// gatekeeper (see gatekeeper).
-var (
-	_ gatekeepers = (*coordinator)(nil)
-	_ gatekeeper  = (*coordCall)(nil)
-)
-
-// join makes the call's part in the coordination of req's key.
-func (co *coordinator) join(req *http.Request, p *Policy) gatekeeper {
+// Join makes the call's part in the coordination of req's key, for a call
+// under policy p. The call's goroutine calls the Call's methods in the
+// order the root's gatekeeper interface states, and Leave last.
+func (co *Coordinator) Join(req *http.Request, p Policy) *Call {
 	k, stripe := co.enter(req)
-	if int64(p.MaxRetryAfter) > co.maxWait.Load() {
-		co.honours(p.MaxRetryAfter)
+	if wait := p.MaxServerWait(); int64(wait) > co.maxWait.Load() {
+		co.honours(wait)
 	}
 	reach := retryLease
 	if d, ok := req.Context().Deadline(); ok {
@@ -65,12 +65,12 @@ func (co *coordinator) join(req *http.Request, p *Policy) gatekeeper {
 	if int64(reach) > co.horizon.Load() {
 		co.reaches(reach)
 	}
-	return &coordCall{co: co, k: k, stripe: stripe, req: req, p: p}
+	return &Call{co: co, k: k, stripe: stripe, req: req, p: p}
 }
 
-// leave ends the call's part: it releases what it still holds (a probe
+// Leave ends the call's part: it releases what it still holds (a probe
 // sent without a result, after a panic say) and leaves the key.
-func (cc *coordCall) leave() {
+func (cc *Call) Leave() {
 	if cc.counted {
 		// Its base panicked: the attempt is over all the same.
 		cc.counted = false
@@ -92,12 +92,13 @@ func (cc *coordCall) leave() {
 	cc.k.calls.leave(cc.stripe)
 }
 
-// admit holds attempt a until its key lets it through (see pass), and
-// reports whether it goes as the key's probe. A first attempt to a quiet
+// Admit holds attempt a until its key lets it through (see pass), and
+// reports whether it goes as the key's probe. Its error is ctx's, or a
+// *Refused when the call cannot wait as long as the hold may last. A first attempt to a quiet
 // key passes at once, with no store call.
-func (cc *coordCall) admit(ctx context.Context, a admission) (bool, error) {
-	if a.n > 1 {
-		cc.notBefore = a.notBefore
+func (cc *Call) Admit(ctx context.Context, a Admission) (bool, error) {
+	if a.N > 1 {
+		cc.notBefore = a.NotBefore
 		err := cc.pass(ctx, a)
 		return cc.wasProbe, err
 	}
@@ -111,28 +112,28 @@ func (cc *coordCall) admit(ctx context.Context, a admission) (bool, error) {
 	if cc.k.quiet() {
 		return false, nil
 	}
-	lim := limitsOf(ctx, cc.p, cc.req)
-	err := cc.pass(ctx, admission{n: 1, left: cc.p.retryLimit(lim.hasDeadline()) + 1, latest: lim.latest()})
+	left, latest := cc.p.FirstBounds(ctx, cc.req)
+	err := cc.pass(ctx, Admission{N: 1, Left: left, Latest: latest})
 	return cc.wasProbe, err
 }
 
-// begin counts an attempt about to be sent on the key: among the key's
+// Begin counts an attempt about to be sent on the key: among the key's
 // attempts in flight without a send lease if it has none (the store counts
 // the others by their leases).
-func (cc *coordCall) begin() {
+func (cc *Call) Begin() {
 	if cc.send == "" {
 		cc.sending, _ = cc.k.unleasedIn.enter()
 	}
 	cc.sentAt, cc.counted = time.Now(), true
 }
 
-// end counts the attempt begun last as over (its result, resp or nil, is
+// End counts the attempt begun last as over (its result, resp or nil, is
 // in), ends its send lease, if any, and lets a call waiting for room go. A
 // stream sent under a send lease stays in flight until its body is done
 // (read to its end, failed or closed): a provider counts its connection
 // until its last byte.
-func (cc *coordCall) end(ctx context.Context, resp *http.Response) {
-	if cc.send != "" && resp != nil && isEventStream(resp) {
+func (cc *Call) End(ctx context.Context, resp *http.Response) {
+	if cc.send != "" && resp != nil && cc.co.cfg.IsStream(resp) {
 		resp.Body = &leasedBody{ReadCloser: resp.Body, ctx: context.WithoutCancel(ctx), co: cc.co, k: cc.k, holder: cc.send}
 		cc.send, cc.counted, cc.leased = "", false, true
 		return
@@ -159,7 +160,7 @@ func (cc *coordCall) end(ctx context.Context, resp *http.Response) {
 // release ends the send lease holder held on k, and lets a call waiting
 // for room go.
 // The caller has counted the attempt as no longer leased.
-func (co *coordinator) release(ctx context.Context, k *keyState, holder string) {
+func (co *Coordinator) release(ctx context.Context, k *keyState, holder string) {
 	co.let(ctx, k, holder, time.Now())
 	k.wakeRoom(1)
 }
@@ -169,7 +170,7 @@ func (co *coordinator) release(ctx context.Context, k *keyState, holder string) 
 type leasedBody struct {
 	io.ReadCloser
 	ctx    context.Context // the call's values, without its cancellation
-	co     *coordinator
+	co     *Coordinator
 	k      *keyState
 	holder string
 	done   atomic.Bool
@@ -338,12 +339,12 @@ const (
 // pass holds the call's attempt a until its key lets it through. It
 // returns an error, without the attempt being sent, when ctx ends (the
 // context's error) or the call cannot wait as long as the hold may last (a
-// *DownError). A retry (a.n above 1) counts against the key's retry
+// *Refused). A retry (a.N above 1) counts against the key's retry
 // budget; a first attempt does not.
-func (cc *coordCall) pass(ctx context.Context, a admission) error {
+func (cc *Call) pass(ctx context.Context, a Admission) error {
 	cc.wasProbe = false
 	k := cc.k
-	n, left := a.n, a.left
+	n, left := a.N, a.Left
 	budget := 0
 	if n > 1 {
 		budget = cc.co.budget(k.calls.load())
@@ -368,7 +369,7 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 			k.unregister(w)
 		}
 	}()
-	latest := a.latest
+	latest := a.Latest
 	iv := cc.co.cfg.ProbeInterval
 	for turn := 0; ; turn++ {
 		now := time.Now()
@@ -434,7 +435,7 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 					room = min(room, latest.Sub(now))
 				}
 				if room > 0 {
-					if err := sleep(ctx, randN(room)); err != nil {
+					if err := clock.Sleep(ctx, randN(room)); err != nil {
 						h.end(HoldCanceled)
 						return err
 					}
@@ -504,7 +505,7 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 		if h == nil {
 			h = cc.beginHold(g, now, n)
 		}
-		cannot := g == gateWait && f.WaitUntil.Sub(now) > cc.p.MaxRetryAfter
+		cannot := g == gateWait && f.WaitUntil.Sub(now) > cc.p.MaxServerWait()
 		if !latest.IsZero() {
 			cannot = cannot || !now.Before(latest) || g == gateWait && f.WaitUntil.After(latest)
 			wake = earlier(wake, latest)
@@ -544,7 +545,7 @@ func (cc *coordCall) pass(ctx context.Context, a admission) error {
 // in progress. It reports done when the call goes (err nil, after
 // sleeping to its slot) or cannot wait (err says why); not done when the
 // limit on calls in flight leaves no room.
-func (cc *coordCall) takeSend(ctx context.Context, f store.Facts, now, latest time.Time, n int, h **holding) (bool, error) {
+func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Time, n int, h **holding) (bool, error) {
 	k := cc.k
 	limit := 0
 	if f.Capped(now) {
@@ -578,7 +579,7 @@ func (cc *coordCall) takeSend(ctx context.Context, f store.Facts, now, latest ti
 			if *h == nil {
 				*h = cc.beginHold(gatePace, now, n)
 			}
-			if err := sleep(ctx, at.Sub(now)); err != nil {
+			if err := clock.Sleep(ctx, at.Sub(now)); err != nil {
 				(*h).end(HoldCanceled)
 				return true, err
 			}
@@ -589,7 +590,7 @@ func (cc *coordCall) takeSend(ctx context.Context, f store.Facts, now, latest ti
 		return false, nil
 	case latest.IsZero():
 		// No deadline: wait for the slot to come within reach.
-		if err := sleep(ctx, slot.Sub(now)-retryLease/2); err != nil {
+		if err := clock.Sleep(ctx, slot.Sub(now)-retryLease/2); err != nil {
 			if *h != nil {
 				(*h).end(HoldCanceled)
 			}
@@ -611,8 +612,8 @@ func (cc *coordCall) takeSend(ctx context.Context, f store.Facts, now, latest ti
 // the retry's own attempt, at most.
 const retryLease = 10 * time.Minute
 
-// sent ends a budgeted retry's lease once its attempt is over.
-func (cc *coordCall) sent() {
+// Sent ends a budgeted retry's lease once its attempt is over.
+func (cc *Call) Sent() {
 	if cc.retry == "" {
 		return
 	}
@@ -622,7 +623,7 @@ func (cc *coordCall) sent() {
 	cc.k.wakeBudget()
 }
 
-// report tells the key what the call's latest attempt says of the
+// Report tells the key what the call's latest attempt says of the
 // provider, and returns whether the call's next attempt will be held by
 // the key's state, and paced. A first failure on a key that was up is
 // probed no later than the call's own schedule would retry it. A 429's
@@ -631,36 +632,36 @@ func (cc *coordCall) sent() {
 // key; a 429 that does not, with other calls in flight, limits the key's
 // calls in flight. Only what changes a fact reaches the store: an answer
 // from a key known to be up costs nothing, and reads no clock.
-func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
+func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 	k := cc.k
-	if o.status == http.StatusTooManyRequests {
-		if n := requestedTokens(o.body); n > 0 {
+	if o.Status == http.StatusTooManyRequests {
+		if n := requestedTokens(o.Body); n > 0 {
 			k.cost.Store(n) // what a request of the key costs its token limit
 		}
 	}
 	var header http.Header
-	if o.resp != nil {
-		header = o.resp.Header
+	if o.Resp != nil {
+		header = o.Resp.Header
 	}
-	if o.health == healthUp && o.status < 400 && cc.probe == "" && k.quiet() {
+	if o.Health == HealthUp && o.Status < 400 && cc.probe == "" && k.quiet() {
 		// An answer on a key known to be quiet is news only if it says a
 		// rate limit is spent.
 		if _, spent := spentPace(header, cc.sentAt, cc.sentAt, k.cost.Load()); !spent {
-			return verdict{}
+			return Verdict{}
 		}
 	}
 	now := time.Now()
-	r := store.Report{At: now, Evidence: evidenceOf(o.health), Prober: cc.probe}
+	r := store.Report{At: now, Evidence: evidenceOf(o.Health), Prober: cc.probe}
 	cc.probe = ""
 	f := k.facts(now)
-	if o.health == healthDown {
+	if o.Health == HealthDown {
 		r.Reason, r.DownFor = failureOf(o), downFor*cc.co.cfg.ProbeInterval
 		gap := cc.co.probeGap()
-		if r.Prober == "" && !f.Down(now) && o.own.set && o.own.d < gap {
+		if r.Prober == "" && !f.Down(now) && o.Own.Set && o.Own.D < gap {
 			// One blip is not an outage: the first failure on a key that
 			// was up is probed when the failing call's own schedule
 			// would retry it, not a probe interval later.
-			gap = o.own.d
+			gap = o.Own.D
 		}
 		r.NextProbe = now.Add(gap)
 		if r.Prober != "" {
@@ -670,7 +671,7 @@ func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
 		}
 	}
 	pc, spent := spentPace(header, cc.sentAt, now, k.cost.Load())
-	if spent && pc.full.Add(-time.Duration(pc.burst-1)*pc.every).Sub(cc.sentAt) > cc.p.MaxRetryAfter {
+	if spent && pc.full.Add(-time.Duration(pc.burst-1)*pc.every).Sub(cc.sentAt) > cc.p.MaxServerWait() {
 		spent = false // a request back later than the call honours: not a pace for it
 	}
 	if spent && (!f.Paced(now) || pc.full.After(f.Full) || pc.every > f.Every) {
@@ -682,7 +683,7 @@ func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
 		// that says the limit is spent.)
 		r.Burst, r.Every, r.Full = pc.burst, pc.every, pc.full
 	}
-	if o.status == http.StatusTooManyRequests && !spent {
+	if o.Status == http.StatusTooManyRequests && !spent {
 		// Refused with no published limit spent, with other calls in
 		// flight: they are too many. The store counts them: this
 		// process's without a lease (its tally, sent with the cut), and
@@ -692,12 +693,12 @@ func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
 			r.Cut, r.CapUntil, r.Grow = true, now.Add(capLifeMul*cc.co.cfg.ProbeInterval), cc.co.growStep()
 		}
 	}
-	if o.server.set && o.server.d > 0 && o.server.d <= cc.p.MaxRetryAfter && !spent {
+	if o.Server.Set && o.Server.D > 0 && o.Server.D <= cc.p.MaxServerWait() && !spent {
 		// A pace, not the whole key, holds the calls after a spent limit;
 		// this call's own wait still holds it (notBefore).
-		r.WaitUntil, r.Reason = now.Add(o.server.d), failureOf(o)
+		r.WaitUntil, r.Reason = now.Add(o.Server.D), failureOf(o)
 	}
-	if r.Prober != "" || o.health == healthDown || !r.WaitUntil.IsZero() || o.health == healthUp && f.Down(now) ||
+	if r.Prober != "" || o.Health == HealthDown || !r.WaitUntil.IsZero() || o.Health == HealthUp && f.Down(now) ||
 		r.Every > 0 || r.Cut {
 		cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 			f, err := s.Report(ctx, k.name, r)
@@ -706,15 +707,15 @@ func (cc *coordCall) report(ctx context.Context, o outcome) verdict {
 		f = k.facts(now)
 	}
 	paced := f.Paced(now)
-	return verdict{held: paced || f.Down(now) || f.Waiting(now) || f.Capped(now), paced: paced}
+	return Verdict{Held: paced || f.Down(now) || f.Waiting(now) || f.Capped(now), Paced: paced}
 }
 
 // evidenceOf is the store.Evidence a result of health h brings its key.
-func evidenceOf(h health) store.Evidence {
+func evidenceOf(h Health) store.Evidence {
 	switch h {
-	case healthUp:
+	case HealthUp:
 		return store.ProviderUp
-	case healthDown:
+	case HealthDown:
 		return store.ProviderDown
 	}
 	return store.NoEvidence
@@ -722,11 +723,11 @@ func evidenceOf(h health) store.Evidence {
 
 // failureOf names the failure o stands for, for its key's facts: the
 // error its stream opened with, or its status or transport failure.
-func failureOf(o outcome) string {
-	if o.event != "" {
-		return o.event
+func failureOf(o Outcome) string {
+	if o.Event != "" {
+		return o.Event
 	}
-	return reasonOf(o.resp, o.err)
+	return reasonOf(o.Resp, o.Err)
 }
 
 // reasonOf names the kind of a failed attempt's result for the key's
@@ -757,11 +758,8 @@ func reasonOf(resp *http.Response, err error) string {
 }
 
 // downError says why the call cannot wait any longer.
-func (cc *coordCall) downError(f store.Facts, g gate, now, start time.Time) *DownError {
-	d := &DownError{Key: cc.k.name, Reason: holdReason(g), Waited: now.Sub(start)}
-	if f.Reason != "" {
-		d.Last = &failedStatus{status: f.Reason}
-	}
+func (cc *Call) downError(f store.Facts, g gate, now, start time.Time) *Refused {
+	d := &Refused{Key: cc.k.name, Reason: holdReason(g), Waited: now.Sub(start), Last: f.Reason}
 	if f.Down(now) {
 		d.Since, d.For = f.DownSince, now.Sub(f.DownSince)
 	}

@@ -1,4 +1,4 @@
-package llmretry
+package coord
 
 import (
 	"context"
@@ -16,18 +16,21 @@ import (
 	"github.com/llmretry/llmretry/store"
 )
 
-// coordinator is the coordination layer of a Transport made by
-// NewCoordinated: the provider keys its calls use, each with a local view
-// of the key's facts (fed by the store's answers and notices) and the
-// calls held on it. The core knows it only through the seam in
-// gatekeeper.go: as its Transport's gatekeepers, and each call's coordCall
-// (gate.go) as that call's gatekeeper.
+// Coordinator is the coordination layer of a Transport made by
+// llmretry.NewCoordinated: the provider keys its calls use, each with a
+// local view of the key's facts (fed by the store's answers and notices)
+// and the calls held on it. The core knows it only through the seam in the
+// root's gatekeeper.go: each call's Call (gate.go), which Join makes, is
+// that call's gatekeeper, through the root's adapter.
 //
 // Its map of keys is read without a lock on every call; a key's view is an
 // atomic pointer, so a call to a quiet key takes no lock and makes no
 // store call. Keys are forgotten by a sweep, at most once per sweepEvery.
-type coordinator struct {
-	cfg   Coordination // resolved
+//
+// A Coordinator is safe for concurrent use. Its zero value is not usable:
+// New makes one, and returns the function that stops it.
+type Coordinator struct {
+	cfg   Config
 	seed  maphash.Seed
 	owner string        // this coordinator's part of lease holders' names
 	seq   atomic.Uint64 // the rest of them
@@ -62,10 +65,10 @@ const sweepEvery = time.Minute
 // (while calls are held, probes keep confirming it).
 const downFor = 3
 
-// newCoordinator returns a coordinator for cfg (resolved), and the
-// function that stops its subscription to the store's notices.
-func newCoordinator(cfg Coordination) (*coordinator, func()) {
-	co := &coordinator{cfg: cfg, seed: maphash.MakeSeed(), owner: randomName()}
+// New returns a Coordinator for cfg, and the function that stops its
+// subscription to the store's notices.
+func New(cfg Config) (*Coordinator, func()) {
+	co := &Coordinator{cfg: cfg, seed: maphash.MakeSeed(), owner: randomName()}
 	if cfg.Store == nil {
 		co.shared, co.own = newMemStore(sweepEvery), true
 	} else {
@@ -89,7 +92,7 @@ func randomName() string {
 
 // holder returns a name for a new lease, unique among every coordinator
 // that shares a store.
-func (co *coordinator) holder() string {
+func (co *Coordinator) holder() string {
 	return co.owner + "-" + strconv.FormatUint(co.seq.Add(1), 36)
 }
 
@@ -200,7 +203,7 @@ func (k *keyState) learn(f store.Facts, now time.Time, src source) bool {
 // enter registers a call to req's key and returns the key and the stripe
 // of its count the call is on. A call to a key already known allocates
 // nothing.
-func (co *coordinator) enter(req *http.Request) (*keyState, int) {
+func (co *Coordinator) enter(req *http.Request) (*keyState, int) {
 	id := keyOf(co.seed, req)
 	for {
 		var k *keyState
@@ -221,8 +224,8 @@ func (co *coordinator) enter(req *http.Request) (*keyState, int) {
 
 // insert adds the key id of req, naming it first (outside any lock), and
 // returns the key as the map then holds it.
-func (co *coordinator) insert(id keyID, req *http.Request) *keyState {
-	k := &keyState{id: id, name: co.shared.Key(id.host, credential(req))}
+func (co *Coordinator) insert(id keyID, req *http.Request) *keyState {
+	k := &keyState{id: id, name: co.shared.Key(id.host, credentialOf(req))}
 	now := time.Now()
 	k.read.Store(now.UnixNano()) // what notices told of it is as good as a read
 	v, loaded := co.keys.LoadOrStore(id, k)
@@ -240,7 +243,7 @@ func (co *coordinator) insert(id keyID, req *http.Request) *keyState {
 // uses and nobody waits on: at once if the facts they knew are over (an
 // outage past costs its key one rebuild), else if they were idle at the
 // previous sweep too.
-func (co *coordinator) maybeSweep(now time.Time) {
+func (co *Coordinator) maybeSweep(now time.Time) {
 	last := co.lastSweep.Load()
 	if now.UnixNano()-last < int64(sweepEvery) || !co.lastSweep.CompareAndSwap(last, now.UnixNano()) {
 		return
@@ -249,7 +252,7 @@ func (co *coordinator) maybeSweep(now time.Time) {
 }
 
 // sweep is maybeSweep's work, done now; the in-process stores sweep too.
-func (co *coordinator) sweep(now time.Time) {
+func (co *Coordinator) sweep(now time.Time) {
 	for _, s := range [...]store.Store{co.shared, co.local} {
 		if ms, ok := s.(*memStore); ok && ms != nil {
 			ms.sweep(now)
@@ -286,7 +289,7 @@ func (co *coordinator) sweep(now time.Time) {
 }
 
 // notice is the store's Watch callback: a key's facts changed.
-func (co *coordinator) notice(name string, f store.Facts) {
+func (co *Coordinator) notice(name string, f store.Facts) {
 	if name == "" {
 		co.resync()
 		return
@@ -323,7 +326,7 @@ func (co *coordinator) notice(name string, f store.Facts) {
 
 // noticeFallback is the in-process fallback's Watch callback: facts of a
 // key this process used it for.
-func (co *coordinator) noticeFallback(name string, f store.Facts) {
+func (co *Coordinator) noticeFallback(name string, f store.Facts) {
 	if v, ok := co.names.Load(name); ok && name != "" {
 		now := time.Now()
 		co.learnt(v.(*keyState), co.clamp(f, now), now, fromFallback)
@@ -332,7 +335,7 @@ func (co *coordinator) noticeFallback(name string, f store.Facts) {
 
 // noticed returns, and forgets, the live facts a notice told of the key
 // name before this process used it.
-func (co *coordinator) noticed(name string, now time.Time) (store.Facts, bool) {
+func (co *Coordinator) noticed(name string, now time.Time) (store.Facts, bool) {
 	co.umu.Lock()
 	defer co.umu.Unlock()
 	f, ok := co.unknown[name]
@@ -343,7 +346,7 @@ func (co *coordinator) noticed(name string, now time.Time) (store.Facts, bool) {
 // learnt takes f, from src, as k's facts and wakes the calls held on k
 // that the change concerns: all of them when the key is free, else the one
 // that probes next.
-func (co *coordinator) learnt(k *keyState, f store.Facts, now time.Time, src source) {
+func (co *Coordinator) learnt(k *keyState, f store.Facts, now time.Time, src source) {
 	was := k.view.Load()
 	if !k.learn(f, now, src) {
 		return
@@ -377,7 +380,7 @@ func (co *coordinator) learnt(k *keyState, f store.Facts, now time.Time, src sou
 
 // store returns the store to use for k at now: the shared one, or the
 // fallback while the shared one fails for k or for every key.
-func (co *coordinator) store(k *keyState, now time.Time) store.Store {
+func (co *Coordinator) store(k *keyState, now time.Time) store.Store {
 	if co.local != nil && (now.UnixNano() < co.fallback.Load() || now.UnixNano() < k.fallback.Load()) {
 		return co.local
 	}
@@ -395,7 +398,7 @@ func (co *coordinator) store(k *keyState, now time.Time) store.Store {
 // A key that used the fallback is made whole at its next success on the
 // shared store: the leases ended meanwhile are ended there too, and the
 // count of its attempts in flight without a lease is told again.
-func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op func(context.Context, store.Store) (store.Facts, bool, error)) bool {
+func (co *Coordinator) use(ctx context.Context, k *keyState, now time.Time, op func(context.Context, store.Store) (store.Facts, bool, error)) bool {
 	ctx = context.WithoutCancel(ctx)
 	s := co.store(k, now)
 	f, ok, err := op(ctx, s)
@@ -432,7 +435,7 @@ func (co *coordinator) use(ctx context.Context, k *keyState, now time.Time, op f
 // the rest of the fleet's calls in flight as last counted (they go on,
 // unheard of, until the shared store answers again or the count lapses),
 // and this process's own count.
-func (co *coordinator) fallBack(ctx context.Context, k *keyState, now time.Time) {
+func (co *Coordinator) fallBack(ctx context.Context, k *keyState, now time.Time) {
 	k.fellBack.Store(true)
 	f := k.facts(now)
 	rest := 0
@@ -457,7 +460,7 @@ const fleetOwner = "fleet"
 // there the leases ended meanwhile (a lease this fails to end lapses at
 // its end) and tells it this process's count of attempts in flight
 // without a lease.
-func (co *coordinator) restore(ctx context.Context, k *keyState, now time.Time) {
+func (co *Coordinator) restore(ctx context.Context, k *keyState, now time.Time) {
 	k.omu.Lock()
 	owed := k.owed
 	k.owed = nil
@@ -491,7 +494,7 @@ const maxOwed = 256
 const localMark = "~fallback"
 
 // leaseName returns the name holder asks s for a lease under.
-func (co *coordinator) leaseName(holder string, s store.Store) string {
+func (co *Coordinator) leaseName(holder string, s store.Store) string {
 	if co.local != nil && s == co.local {
 		return holder + localMark
 	}
@@ -501,7 +504,7 @@ func (co *coordinator) leaseName(holder string, s store.Store) string {
 // let ends the lease holder holds on k at the store that granted it. A
 // lease of the shared store ended while that store fails is owed: ended
 // there when it answers again (see restore).
-func (co *coordinator) let(ctx context.Context, k *keyState, holder string, now time.Time) {
+func (co *Coordinator) let(ctx context.Context, k *keyState, holder string, now time.Time) {
 	if co.local != nil && strings.HasSuffix(holder, localMark) && co.store(k, now) != co.local {
 		_, _ = co.local.Release(context.WithoutCancel(ctx), k.name, holder, now)
 		return
@@ -534,7 +537,7 @@ const unread = -1
 
 // resync marks every key this process uses as unread: the shared store
 // says notices may have been lost (its subscription was made again).
-func (co *coordinator) resync() {
+func (co *Coordinator) resync() {
 	co.names.Range(func(_, v any) bool {
 		v.(*keyState).read.Store(unread)
 		return true
@@ -544,13 +547,13 @@ func (co *coordinator) resync() {
 // stale reports whether a quiet key must be read from the store before
 // its call goes: only after the store said notices may have been lost
 // (see resync), so a quiet key's calls make no store call otherwise.
-func (co *coordinator) stale(k *keyState) bool {
+func (co *Coordinator) stale(k *keyState) bool {
 	return co.local != nil && k.read.Load() == unread
 }
 
 // refresh reads k from the store if it is stale: once per probe interval
 // per key, by whichever call comes first.
-func (co *coordinator) refresh(ctx context.Context, k *keyState) {
+func (co *Coordinator) refresh(ctx context.Context, k *keyState) {
 	if co.local == nil {
 		return
 	}
@@ -566,7 +569,7 @@ func (co *coordinator) refresh(ctx context.Context, k *keyState) {
 }
 
 // honours notes that a call's policy honours server waits up to d.
-func (co *coordinator) honours(d time.Duration) {
+func (co *Coordinator) honours(d time.Duration) {
 	for {
 		old := co.maxWait.Load()
 		if int64(d) <= old || co.maxWait.CompareAndSwap(old, int64(d)) {
@@ -579,11 +582,11 @@ func (co *coordinator) honours(d time.Duration) {
 // probe lease or next probe more than a probe interval off, no down state
 // beyond its lapse rule (and a lease's), no down since in the future, and
 // no server wait longer than any its calls honour (at least
-// DefaultMaxRetryAfter), which is read as none. What a store holds that
+// Config.MaxRetryAfter), which is read as none. What a store holds that
 // no process of the fleet wrote (a forged notice, a rewritten record)
 // then holds calls no longer than the fleet's own facts could; what is
 // read again once it is gone leaves no trace.
-func (co *coordinator) clamp(f store.Facts, now time.Time) store.Facts {
+func (co *Coordinator) clamp(f store.Facts, now time.Time) store.Facts {
 	iv := co.cfg.ProbeInterval
 	if lim := now.Add(iv); f.ProbeUntil.After(lim) {
 		f.ProbeUntil = lim
@@ -597,14 +600,14 @@ func (co *coordinator) clamp(f store.Facts, now time.Time) store.Facts {
 	if f.DownSince.After(now) {
 		f.DownSince = now
 	}
-	if f.WaitUntil.Sub(now) > max(time.Duration(co.maxWait.Load()), DefaultMaxRetryAfter) {
+	if f.WaitUntil.Sub(now) > max(time.Duration(co.maxWait.Load()), co.cfg.MaxRetryAfter) {
 		f.WaitUntil = time.Time{}
 	}
 	f.Retries = max(f.Retries, 0)
 	// A pace: no wait for one request longer than any call honours, no
 	// bucket beyond maxBurst, no full instant beyond the longest any call
 	// of this process waits for a send.
-	wait := max(time.Duration(co.maxWait.Load()), DefaultMaxRetryAfter)
+	wait := max(time.Duration(co.maxWait.Load()), co.cfg.MaxRetryAfter)
 	if f.Every <= 0 || f.Every > wait || f.Burst <= 0 || f.Burst > maxBurst {
 		f.Burst, f.Every, f.Full = 0, 0, time.Time{}
 	} else if lim := now.Add(max(time.Duration(co.horizon.Load()), wait) + f.Every); f.Full.After(lim) {
@@ -639,13 +642,13 @@ const (
 // growStep is how long a limit on calls in flight takes to grow by one.
 // Growing back is how a limit the provider raised is found again: each
 // step past the provider's limit costs one 429, which cuts it back.
-func (co *coordinator) growStep() time.Duration {
+func (co *Coordinator) growStep() time.Duration {
 	return growMul * co.cfg.ProbeInterval
 }
 
 // tallyInto fills r with this process's tally of k at now: its attempts
 // in flight without a send lease, as its next count.
-func (co *coordinator) tallyInto(k *keyState, r *store.Report, now time.Time) {
+func (co *Coordinator) tallyInto(k *keyState, r *store.Report, now time.Time) {
 	// The count and its number are taken together, so that a later count
 	// never carries an earlier number (a count read low a moment ago, sent
 	// after a higher one, would read as a rise).
@@ -662,7 +665,7 @@ func (co *coordinator) tallyInto(k *keyState, r *store.Report, now time.Time) {
 // told a count) and the count changed. The count matters only while a
 // limit is live, and only attempts sent before it was learnt have no
 // lease: a store call per such attempt, at most.
-func (co *coordinator) tally(ctx context.Context, k *keyState, now time.Time) {
+func (co *Coordinator) tally(ctx context.Context, k *keyState, now time.Time) {
 	n := int64(k.unleased())
 	told := k.tallied.Load()
 	switch {
@@ -695,7 +698,7 @@ func nextGrowth(f store.Facts, now time.Time) time.Time {
 }
 
 // reaches notes that a call may wait up to d for a send.
-func (co *coordinator) reaches(d time.Duration) {
+func (co *Coordinator) reaches(d time.Duration) {
 	for {
 		old := co.horizon.Load()
 		if int64(d) <= old || co.horizon.CompareAndSwap(old, int64(d)) {
@@ -706,14 +709,14 @@ func (co *coordinator) reaches(d time.Duration) {
 
 // probeGap returns the time until the next probe: ProbeInterval, less a
 // random 0–20 %.
-func (co *coordinator) probeGap() time.Duration {
+func (co *Coordinator) probeGap() time.Duration {
 	iv := co.cfg.ProbeInterval
 	return iv - randN(iv/5+1)
 }
 
 // budget returns how many retries on calls' own schedules a key with
 // calls in flight allows at once; 0 when the budget is off.
-func (co *coordinator) budget(calls int32) int {
+func (co *Coordinator) budget(calls int32) int {
 	if co.cfg.RetryBudget >= 1 {
 		return 0
 	}

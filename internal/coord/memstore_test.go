@@ -1,9 +1,9 @@
-package llmretry_test
+package coord_test
 
 import (
 	"testing"
 
-	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/coord"
 	"github.com/llmretry/llmretry/store"
 	"github.com/llmretry/llmretry/store/storetest"
 )
@@ -12,7 +12,7 @@ import (
 // same checks in redisstore/).
 func TestMemoryStoreContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) []store.Store {
-		s := llmretry.NewMemoryStore()
+		s := coord.NewMemoryStore()
 		return []store.Store{s, s}
 	})
 }

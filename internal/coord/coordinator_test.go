@@ -1,0 +1,309 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/llmretry/llmretry/store"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testConfig returns c with the root's defaults where it is zero (see
+// llmretry.Coordination), and the core's stream test in its plainest
+// form.
+func testConfig(c Config) Config {
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = 5 * time.Second
+	}
+	if c.ReleaseSpread == 0 {
+		c.ReleaseSpread = time.Second
+	}
+	if c.RetryBudget == 0 {
+		c.RetryBudget = 0.2
+	}
+	if c.MinRetries == 0 {
+		c.MinRetries = 3
+	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = 5 * time.Minute
+	}
+	c.IsStream = func(resp *http.Response) bool {
+		return resp.StatusCode/100 == 2 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	}
+	return c
+}
+
+// keyFailStore fails every operation on one key, as a Redis key of the
+// wrong type would, or every key with ErrStoreUnreachable.
+type keyFailStore struct {
+	store.Store
+	bad  string
+	wide bool
+}
+
+func (s *keyFailStore) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
+	if key == s.bad {
+		if s.wide {
+			return store.Facts{}, fmt.Errorf("test: %w", store.ErrUnreachable)
+		}
+		return store.Facts{}, errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+	}
+	return s.Store.Report(ctx, key, r)
+}
+
+// A store error on one key sends that key alone to the in-process
+// fallback; one that wraps ErrStoreUnreachable sends every key.
+func TestCoordinatedKeyFailsAlone(t *testing.T) {
+	for _, wide := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			shared := NewMemoryStore()
+			req := func(auth string) *http.Request {
+				r, _ := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
+				r.Header.Set("Authorization", auth)
+				return r
+			}
+			fs := &keyFailStore{Store: shared, wide: wide}
+			co, stop := New(testConfig(Config{Store: fs, ProbeInterval: time.Second}))
+			defer stop()
+			kx, _ := co.enter(req("x"))
+			ky, _ := co.enter(req("y"))
+			fs.bad = kx.name
+			now := time.Now()
+			co.use(context.Background(), kx, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+				f, err := s.Report(ctx, kx.name, store.Report{At: now, Evidence: store.ProviderDown, DownFor: time.Minute, NextProbe: now})
+				return f, true, err
+			})
+			assert.Same(t, co.local, co.store(kx, now), "the failing key")
+			if wide {
+				assert.Same(t, co.local, co.store(ky, now), "another key, the store unreachable")
+			} else {
+				assert.Equal(t, co.shared, co.store(ky, now), "another key")
+			}
+			time.Sleep(time.Second)
+			assert.Equal(t, co.shared, co.store(kx, time.Now()), "a probe interval later")
+		})
+	}
+}
+
+// What a shared store says is read as this process would have written it:
+// a lease, a next probe and a down state no further off than its own, and
+// a wait longer than any its calls honour as none.
+func TestCoordinatedClampsFacts(t *testing.T) {
+	co, stop := New(testConfig(Config{ProbeInterval: time.Second}))
+	defer stop()
+	now := time.Now()
+	far := now.Add(10 * 365 * 24 * time.Hour)
+	f := co.clamp(store.Facts{DownSince: far, DownUntil: far, NextProbe: far, Prober: "evil", ProbeUntil: far, WaitUntil: far, Retries: -3}, now)
+	assert.Equal(t, now, f.DownSince)
+	assert.Equal(t, now.Add(4*time.Second), f.DownUntil)
+	assert.Equal(t, now.Add(time.Second), f.NextProbe)
+	assert.Equal(t, now.Add(time.Second), f.ProbeUntil)
+	assert.True(t, f.WaitUntil.IsZero())
+	assert.Zero(t, f.Retries)
+	// A wait the calls honour stays.
+	w := now.Add(time.Minute)
+	assert.Equal(t, w, co.clamp(store.Facts{WaitUntil: w}, now).WaitUntil)
+	co.honours(time.Hour)
+	w = now.Add(30 * time.Minute)
+	assert.Equal(t, w, co.clamp(store.Facts{WaitUntil: w}, now).WaitUntil)
+}
+
+// A pace and a limit on calls in flight read from a shared store are
+// clamped as this process would have written them: no wait for one request
+// longer than any call honours (read as no pace), no full instant beyond
+// the longest any of its calls waits for a send, no limit above maxBurst
+// (read as none), no cut in the future, no life longer than its own, a
+// growth between its two steps, no negative count.
+func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
+	co, stop := New(testConfig(Config{ProbeInterval: time.Second}))
+	defer stop()
+	now := time.Now()
+	far := now.Add(10 * 365 * 24 * time.Hour)
+	wait := testConfig(Config{}).MaxRetryAfter
+
+	f := co.clamp(store.Facts{Burst: 10, Every: 10 * 365 * 24 * time.Hour, Full: far}, now)
+	assert.Zero(t, f.Every, "a pace slower than any call honours is none")
+	assert.True(t, f.Full.IsZero())
+	f = co.clamp(store.Facts{Burst: 10, Every: time.Second, Full: far}, now)
+	assert.Equal(t, now.Add(wait+time.Second), f.Full, "full no further than any call reaches")
+	co.reaches(time.Hour)
+	f = co.clamp(store.Facts{Burst: 10, Every: time.Second, Full: far}, now)
+	assert.Equal(t, now.Add(time.Hour+time.Second), f.Full)
+	assert.Zero(t, co.clamp(store.Facts{Burst: -1, Every: time.Second, Full: far}, now).Every, "a negative burst is no pace")
+	assert.Zero(t, co.clamp(store.Facts{Burst: maxBurst + 1, Every: time.Second, Full: far}, now).Every)
+
+	f = co.clamp(store.Facts{MaxInFlight: 1 << 40, CapUntil: far, CutAt: far, Grow: time.Nanosecond}, now)
+	assert.Zero(t, f.MaxInFlight, "a limit no provider has is none")
+	assert.True(t, f.CapUntil.IsZero())
+	f = co.clamp(store.Facts{MaxInFlight: 8, CapUntil: far, CutAt: far, Grow: time.Nanosecond, InFlight: -5}, now)
+	assert.Equal(t, 8, f.MaxInFlight)
+	assert.Equal(t, now, f.CutAt)
+	assert.Equal(t, now.Add(capLifeMul*time.Second), f.CapUntil)
+	assert.Equal(t, time.Second/5, f.Grow, "no faster than a fifth of a probe interval")
+	assert.Zero(t, f.InFlight)
+	assert.Equal(t, maxBurst, co.clamp(store.Facts{InFlight: 1 << 40}, now).InFlight, "no count of calls in flight beyond any provider's")
+	f = co.clamp(store.Facts{MaxInFlight: 8, CapUntil: now.Add(time.Minute), CutAt: now, Grow: 100 * time.Hour}, now)
+	assert.Equal(t, co.growStep(), f.Grow)
+	assert.Equal(t, 8, f.Cap(now.Add(co.growStep()-1)))
+	assert.Equal(t, 9, f.Cap(now.Add(co.growStep())), "not so slow it never grows")
+}
+
+// outageStore fails every operation with ErrStoreUnreachable while down,
+// as a Redis store does when its calls overrun their Timeout.
+type outageStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *outageStore) fail() error {
+	if s.down.Load() {
+		return fmt.Errorf("test: %w", store.ErrUnreachable)
+	}
+	return nil
+}
+
+func (s *outageStore) Load(ctx context.Context, key string, now time.Time) (store.Facts, error) {
+	if err := s.fail(); err != nil {
+		return store.Facts{}, err
+	}
+	return s.Store.Load(ctx, key, now)
+}
+
+func (s *outageStore) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
+	if err := s.fail(); err != nil {
+		return store.Facts{}, err
+	}
+	return s.Store.Report(ctx, key, r)
+}
+
+func (s *outageStore) TakeSend(ctx context.Context, key string, l store.Lease, limit int) (store.Facts, time.Time, bool, error) {
+	if err := s.fail(); err != nil {
+		return store.Facts{}, time.Time{}, false, err
+	}
+	return s.Store.TakeSend(ctx, key, l, limit)
+}
+
+func (s *outageStore) Release(ctx context.Context, key, holder string, now time.Time) (store.Facts, error) {
+	if err := s.fail(); err != nil {
+		return store.Facts{}, err
+	}
+	return s.Store.Release(ctx, key, holder, now)
+}
+
+// takeSend asks co's store for a send lease on k under limit, as the gate
+// does, and returns its holder ("" if refused).
+func takeSend(co *Coordinator, k *keyState, limit int) string {
+	now := time.Now()
+	holder := co.holder()
+	if !co.use(context.Background(), k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+		holder = co.leaseName(holder, s)
+		f, _, ok, err := s.TakeSend(ctx, k.name, store.Lease{Holder: holder, At: now, Until: now.Add(time.Hour)}, limit)
+		return f, ok, err
+	}) {
+		return ""
+	}
+	return holder
+}
+
+// A lease is ended at the store that granted it: one the shared store
+// granted, ended while that store fails, is ended there when it answers
+// again (not left to hold a slot of the fleet's limit until its end); one
+// the in-process fallback granted is ended in the fallback, after the
+// shared store is back.
+func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		shared := NewMemoryStore()
+		fs := &outageStore{Store: shared}
+		co, stop := New(testConfig(Config{Store: fs, ProbeInterval: time.Second}))
+		defer stop()
+		req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
+		require.NoError(t, err)
+		k, _ := co.enter(req)
+		inFlight := func(s store.Store) int {
+			f, err := s.Load(ctx, k.name, time.Now())
+			require.NoError(t, err)
+			return f.InFlight
+		}
+
+		sharedLease := takeSend(co, k, 4)
+		require.NotEmpty(t, sharedLease)
+		require.Equal(t, 1, inFlight(shared))
+
+		fs.down.Store(true)
+		co.let(ctx, k, sharedLease, time.Now()) // fails over to the fallback
+		require.Same(t, co.local, co.store(k, time.Now()))
+		fallbackLease := takeSend(co, k, 4)
+		require.NotEmpty(t, fallbackLease)
+		assert.Equal(t, 1, inFlight(co.local), "the fallback's own lease (the one ended is no longer counted)")
+		assert.Equal(t, 1, inFlight(shared), "the shared store still counts the lease ended while it failed")
+
+		fs.down.Store(false)
+		time.Sleep(time.Second) // the fallback lasts a probe interval
+		require.Same(t, fs, co.store(k, time.Now()))
+		co.let(ctx, k, fallbackLease, time.Now())
+		assert.Zero(t, inFlight(co.local), "the fallback's lease, ended in the fallback")
+		co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+			f, err := s.Load(ctx, k.name, time.Now())
+			return f, true, err
+		})
+		assert.Zero(t, inFlight(shared), "the owed lease, ended at the shared store's first answer")
+	})
+}
+
+// A process whose shared store fails while its key is limited on calls in
+// flight counts the rest of the fleet's calls as last heard in its
+// fallback (not zero), so that alone it sends only the room they left;
+// when the store answers again, its view is the store's, whatever the
+// fallback numbered its versions.
+func TestCoordinatedFallbackCountsTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		shared := NewMemoryStore()
+		fs := &outageStore{Store: shared}
+		co, stop := New(testConfig(Config{Store: fs, ProbeInterval: time.Second}))
+		defer stop()
+		req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
+		require.NoError(t, err)
+		k, _ := co.enter(req)
+		now := time.Now()
+		// Another process has 3 calls in flight; a 429 cut the limit to 4.
+		_, err = shared.Report(ctx, k.name, store.Report{At: now, Owner: "other", Unleased: 3, Seq: 1,
+			TallyUntil: now.Add(time.Minute), Cut: true, CapUntil: now.Add(time.Minute)})
+		require.NoError(t, err)
+		_, _, _, err = shared.TakeSend(ctx, k.name, store.Lease{Holder: "other-1", At: now, Until: now.Add(time.Hour)}, 4)
+		require.NoError(t, err)
+		co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+			f, err := s.Load(ctx, k.name, now)
+			return f, true, err
+		})
+		require.Equal(t, 4, k.facts(now).InFlight)
+		limit := k.facts(now).Cap(now)
+		require.Equal(t, 3, limit, "cut to the 3 in flight then")
+
+		fs.down.Store(true)
+		assert.Empty(t, takeSend(co, k, limit), "no room: the fleet's 4 calls are counted in the fallback")
+		require.Same(t, co.local, co.store(k, time.Now()))
+		assert.NotEmpty(t, takeSend(co, k, limit+2), "room for one more than the fleet's 4")
+		assert.Empty(t, takeSend(co, k, limit+2))
+		assert.True(t, k.view.Load().fallback)
+
+		fs.down.Store(false)
+		time.Sleep(time.Second)
+		co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+			f, err := s.Load(ctx, k.name, time.Now())
+			return f, true, err
+		})
+		v := k.view.Load()
+		assert.False(t, v.fallback, "the shared store's facts replace the fallback's")
+		assert.Equal(t, 4, v.InFlight, "as the shared store counts")
+	})
+}
