@@ -213,6 +213,20 @@ func takeSend(co *Coordinator, k *keyState, limit int) string {
 	return holder
 }
 
+// outageRig returns a coordinator over a shared in-process store that
+// fails while fs.down is set (probe interval 1 s), and its key for one
+// request; the coordinator stops with t.
+func outageRig(t *testing.T) (store.Store, *outageStore, *Coordinator, *keyState) {
+	shared := NewMemoryStore()
+	fs := &outageStore{Store: shared}
+	co, stop := New(testConfig(Config{Store: fs, ProbeInterval: time.Second}))
+	t.Cleanup(stop)
+	req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
+	require.NoError(t, err)
+	k, _ := co.enter(req)
+	return shared, fs, co, k
+}
+
 // A lease is ended at the store that granted it: one the shared store
 // granted, ended while that store fails, is ended there when it answers
 // again (not left to hold a slot of the fleet's limit until its end); one
@@ -221,13 +235,7 @@ func takeSend(co *Coordinator, k *keyState, limit int) string {
 func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		shared := NewMemoryStore()
-		fs := &outageStore{Store: shared}
-		co, stop := New(testConfig(Config{Store: fs, ProbeInterval: time.Second}))
-		defer stop()
-		req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
-		require.NoError(t, err)
-		k, _ := co.enter(req)
+		shared, fs, co, k := outageRig(t)
 		inFlight := func(s store.Store) int {
 			f, err := s.Load(ctx, k.name, time.Now())
 			require.NoError(t, err)
@@ -267,16 +275,10 @@ func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
 func TestCoordinatedFallbackCountsTheFleet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		shared := NewMemoryStore()
-		fs := &outageStore{Store: shared}
-		co, stop := New(testConfig(Config{Store: fs, ProbeInterval: time.Second}))
-		defer stop()
-		req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
-		require.NoError(t, err)
-		k, _ := co.enter(req)
+		shared, fs, co, k := outageRig(t)
 		now := time.Now()
 		// Another process has 3 calls in flight; a 429 cut the limit to 4.
-		_, err = shared.Report(ctx, k.name, store.Report{At: now, Owner: "other", Unleased: 3, Seq: 1,
+		_, err := shared.Report(ctx, k.name, store.Report{At: now, Owner: "other", Unleased: 3, Seq: 1,
 			TallyUntil: now.Add(time.Minute), Cut: true, CapUntil: now.Add(time.Minute)})
 		require.NoError(t, err)
 		_, _, _, err = shared.TakeSend(ctx, k.name, store.Lease{Holder: "other-1", At: now, Until: now.Add(time.Hour)}, 4)
