@@ -46,6 +46,11 @@ type Attempt struct {
 	// Asker is asked, Stop is ErrRetriesSpent and a yes still starts
 	// another round.
 	Stop error
+	// Route is the route the attempt took: 0 the primary (the request as
+	// the caller made it), k the policy's Fallback[k-1] (see
+	// Policy.Fallback). Request is then the request the Route made, with
+	// its own URL and credentials.
+	Route int
 	// Held reports that the next attempt is held, with the other calls to
 	// the same provider key, until the key is back or the server's wait is
 	// over (see Coordination and Policy.OnHold).
@@ -65,6 +70,9 @@ func (a Attempt) String() string {
 		s += ": " + redactErr(a.Err, a.Request)
 	case a.Response != nil:
 		s += ": " + a.Response.Status
+	}
+	if a.Route > 0 {
+		s += fmt.Sprintf(" [route %d]", a.Route)
 	}
 	if a.Probe {
 		s += " [probe]"

@@ -238,8 +238,8 @@ func (c Coordination) engineConfig() coord.Config {
 type coordinated struct{ co *coord.Coordinator }
 
 // join makes the call's part in its key's coordination.
-func (c coordinated) join(req *http.Request, p *Policy) gatekeeper {
-	return coordCall{c.co.Join(req, (*callPolicy)(p))}
+func (c coordinated) join(req *http.Request, p *Policy, route int) gatekeeper {
+	return coordCall{c.co.Join(req, (*callPolicy)(p), route)}
 }
 
 // coordCall is a coordinated call's gatekeeper: it converts the core's
@@ -248,8 +248,24 @@ func (c coordinated) join(req *http.Request, p *Policy) gatekeeper {
 type coordCall struct{ c *coord.Call }
 
 func (g coordCall) admit(ctx context.Context, a admission) (bool, error) {
-	probe, err := g.c.Admit(ctx, coord.Admission{N: a.n, Left: a.left, Latest: a.latest, NotBefore: a.notBefore})
+	probe, err := g.c.Admit(ctx, engineAdmission(a))
 	return probe, downErrorOf(err)
+}
+
+func (g coordCall) await(ctx context.Context, a admission, others []gatekeeper) (int, bool, error) {
+	calls := make([]*coord.Call, 0, len(others))
+	for _, o := range others {
+		if oc, ok := o.(coordCall); ok {
+			calls = append(calls, oc.c)
+		}
+	}
+	which, probe, err := g.c.AdmitAny(ctx, engineAdmission(a), calls)
+	return which, probe, downErrorOf(err)
+}
+
+// engineAdmission is a as the engine reads it.
+func engineAdmission(a admission) coord.Admission {
+	return coord.Admission{N: a.n, Left: a.left, Latest: a.latest, NotBefore: a.notBefore, Elsewhere: a.elsewhere}
 }
 func (g coordCall) begin()                                       { g.c.Begin() }
 func (g coordCall) end(ctx context.Context, resp *http.Response) { g.c.End(ctx, resp) }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 )
 
 // Exhausted is the record of a call that sent no further attempt: the
@@ -31,6 +33,10 @@ type Exhausted struct {
 	// Err is the last attempt's error, or nil; the context's error when
 	// the caller's context ended during a wait.
 	Err error
+	// Routes are the routes the call's attempts took, each once, in the
+	// order first taken: 0 the primary, k the policy's Fallback[k-1] (see
+	// Policy.Fallback). Nil when the policy has no Fallback.
+	Routes []int
 }
 
 // Error says why the call stopped, after how many attempts, and how the
@@ -45,6 +51,9 @@ func (e *Exhausted) Error() string {
 	case e.Response != nil:
 		last = e.Response.Status
 	}
+	if len(e.Routes) > 1 {
+		last = "on routes " + routeList(e.Routes) + ", the last: " + last
+	}
 	switch {
 	case e.Reason == ErrNotRetryable && e.Attempts <= 1:
 		return "llmretry: not retryable: " + last
@@ -54,6 +63,21 @@ func (e *Exhausted) Error() string {
 		return fmt.Sprintf("llmretry: gave up after %d %s: %s", e.Attempts, plural(e.Attempts, "attempt"), last)
 	}
 	return fmt.Sprintf("llmretry: gave up after %d %s, %s: %s", e.Attempts, plural(e.Attempts, "attempt"), reasonText(e.Reason), last)
+}
+
+// routeList renders routes as "0 (primary), 1, 2".
+func routeList(routes []int) string {
+	var b strings.Builder
+	for i, r := range routes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(r))
+		if r == 0 {
+			b.WriteString(" (primary)")
+		}
+	}
+	return b.String()
 }
 
 // Unwrap returns the reason and the last attempt's error, so that errors.Is

@@ -29,7 +29,18 @@ type gatekeeper interface {
 	// its provider key's probe. An error means that it may not go, and
 	// says why: the caller's context ended (the context's error), or the
 	// call cannot wait as long as the hold may last (a *DownError).
+	//
+	// With a.elsewhere set (the call has another route to take), a key
+	// that is down refuses at once (a *DownError) unless the attempt may
+	// go as its probe now, and so does any hold that would outlast the
+	// call's limits: the call goes around instead of waiting.
 	admit(ctx context.Context, a admission) (probe bool, err error)
+	// await is admit (without elsewhere) on this gatekeeper's key and on
+	// others' at once, for a call whose every route is held: others are
+	// the gatekeepers of the call's other routes, joined by the same
+	// call. It waits until the attempt may go on one of the keys, the
+	// first to let it, and says which: 0 this one, i others[i-1].
+	await(ctx context.Context, a admission, others []gatekeeper) (which int, probe bool, err error)
 	// begin counts the attempt admitted last as sent.
 	begin()
 	// end counts it as over: its response, resp, is in, or it failed (resp
@@ -47,8 +58,14 @@ type gatekeeper interface {
 // gatekeepers gives each call of a Transport its gatekeeper, as the call
 // starts: noGatekeeper for a Transport made by New, coordinated (the
 // engine's coord.Coordinator) for one made by NewCoordinated.
+//
+// A call joins once per route it takes (see Policy.Fallback): route 0 with
+// the caller's request as the call starts, route k with the request
+// Fallback[k-1] made, when the call first takes it. Each route is a key of
+// its own (its host and credential, and the route itself), and the call
+// leaves every key it joined.
 type gatekeepers interface {
-	join(req *http.Request, p *Policy) gatekeeper
+	join(req *http.Request, p *Policy, route int) gatekeeper
 }
 
 // admission is the attempt a gatekeeper is asked to let go.
@@ -60,6 +77,9 @@ type admission struct {
 	left      int       // the attempts the call may still send, this one included
 	latest    time.Time // the last instant it may go; zero: none
 	notBefore time.Time // it goes no sooner: the end of the server's wait for this call; zero: none
+	// elsewhere: the call has another route to take, so a hold it would
+	// wait out refuses it instead (see gatekeeper.admit).
+	elsewhere bool
 }
 
 // health is what an attempt's result says of its provider.
@@ -101,9 +121,12 @@ type verdict struct {
 type noGatekeeper struct{}
 
 // join returns noGatekeeper: every call of a Transport made by New has it.
-func (noGatekeeper) join(*http.Request, *Policy) gatekeeper { return noGatekeeper{} }
+func (noGatekeeper) join(*http.Request, *Policy, int) gatekeeper { return noGatekeeper{} }
 
 func (noGatekeeper) admit(context.Context, admission) (bool, error) { return false, nil }
+func (noGatekeeper) await(context.Context, admission, []gatekeeper) (int, bool, error) {
+	return 0, false, nil
+}
 func (noGatekeeper) begin()                                         {}
 func (noGatekeeper) end(context.Context, *http.Response)            {}
 func (noGatekeeper) sent()                                          {}

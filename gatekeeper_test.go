@@ -60,7 +60,12 @@ type fakeKeeper struct {
 	verdict verdict // what report returns
 }
 
-func (f *fakeKeeper) join(*http.Request, *Policy) gatekeeper { return f }
+func (f *fakeKeeper) join(*http.Request, *Policy, int) gatekeeper { return f }
+
+func (f *fakeKeeper) await(ctx context.Context, a admission, _ []gatekeeper) (int, bool, error) {
+	probe, err := f.admit(ctx, a)
+	return 0, probe, err
+}
 
 func (f *fakeKeeper) add(c seamCall) {
 	f.mu.Lock()

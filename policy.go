@@ -111,6 +111,35 @@ type Policy struct {
 	// a stall is never taken for a truncated answer. It is not retried:
 	// bytes of it have reached the caller. Zero means no bound.
 	StreamIdleTimeout time.Duration
+	// Fallback lists the routes a call goes around to, in order, when its
+	// primary (the request as the caller made it) cannot answer in time:
+	// the same API elsewhere (another region, deployment or account; see
+	// RouteTo), or another model. A call moves its next attempt to the
+	// next route, at once, when an attempt fails in a way that says its
+	// provider is down (a retryable 5xx or 529, a failed connection, an
+	// attempt or first-event timeout, an error as a stream's first event)
+	// or is rate-limited beyond the call's means (a wait it cannot afford,
+	// its retries spent, a provider that says waiting will not help), or
+	// when coordination holds the call (see Coordination). It never moves
+	// for the request's own fault, a status that says the request is wrong
+	// (400, 401, 404 …), or a stream already handed to the caller; a stream
+	// moves only with RetryStreams. A route that fails as if down is
+	// passed for the next; after the last, the call waits as it waits on
+	// its primary and tries again from the primary. Every route keeps the
+	// call's deadline, reserve and retry count; a move is a retry without a
+	// wait, and a route the call has not tried yet is tried even when the
+	// schedule's retries are spent. Attempt.Route, LogAttempts and
+	// Exhausted.Routes say which route each attempt took. A fallback bills
+	// its own account and model. Nil means none: every attempt goes to the
+	// primary.
+	Fallback []Route
+	// FallbackAfter is how long a call stays on its primary first: before
+	// it has passed (counted from the call's start), a failure of the
+	// primary is retried on the primary by the schedule, unless no retry
+	// could follow there (its retries spent, or a wait the call cannot
+	// afford). Zero means the first failure that says the provider is down
+	// or rate-limited beyond the call's means moves the call.
+	FallbackAfter time.Duration
 	// OnAttempt, if set, is called once per attempt, after the attempt ends
 	// and before any wait. It must not read or close Attempt.Response.Body.
 	OnAttempt func(Attempt)
@@ -125,8 +154,8 @@ type Policy struct {
 }
 
 // Validate reports whether p can be used, naming every field that cannot
-// (one error per field, joined). It refuses negative durations and counts
-// and a negative wait in Waits.
+// (one error per field, joined). It refuses negative durations and counts,
+// a negative wait in Waits and a nil Route in Fallback.
 func (p Policy) Validate() error {
 	var errs []error
 	for i, w := range p.Waits {
@@ -140,9 +169,15 @@ func (p Policy) Validate() error {
 	}{
 		{"Reserve", p.Reserve}, {"MaxWait", p.MaxWait}, {"MaxRetryAfter", p.MaxRetryAfter},
 		{"AttemptTimeout", p.AttemptTimeout}, {"FirstEventTimeout", p.FirstEventTimeout}, {"StreamIdleTimeout", p.StreamIdleTimeout},
+		{"FallbackAfter", p.FallbackAfter},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("llmretry: Policy.%s is negative (%v)", d.name, d.v))
+		}
+	}
+	for i, r := range p.Fallback {
+		if r == nil {
+			errs = append(errs, fmt.Errorf("llmretry: Policy.Fallback[%d] is nil", i))
 		}
 	}
 	if p.MaxRetries < 0 {
@@ -166,6 +201,9 @@ func (p Policy) resolved() Policy {
 	}
 	if p.Waits != nil {
 		p.Waits = append([]time.Duration(nil), p.Waits...)
+	}
+	if p.Fallback != nil {
+		p.Fallback = append([]Route(nil), p.Fallback...)
 	}
 	return p
 }

@@ -17,6 +17,8 @@ import (
 //	error         the attempt's error
 //	retry_in      the wait before the next attempt, when one follows
 //	              after a wait above zero
+//	route         the route the attempt took (see Policy.Fallback), when
+//	              it is a fallback (1 and above); absent for the primary
 //	probe         true, when the attempt was its provider key's probe
 //	held          true, when the next attempt is held until the provider
 //	              is back (see Coordination)
@@ -47,7 +49,7 @@ func LogAttempts(l *slog.Logger) func(Attempt) {
 		if !ok {
 			return
 		}
-		attrs := make([]slog.Attr, 0, 10)
+		attrs := make([]slog.Attr, 0, 11)
 		if a.Request != nil {
 			attrs = append(attrs, slog.String("method", a.Request.Method), slog.String("url", redactURL(a.Request.URL)))
 		}
@@ -60,6 +62,9 @@ func LogAttempts(l *slog.Logger) func(Attempt) {
 		}
 		if a.RetryIn > 0 {
 			attrs = append(attrs, slog.Duration("retry_in", a.RetryIn))
+		}
+		if a.Route > 0 {
+			attrs = append(attrs, slog.Int("route", a.Route))
 		}
 		if a.Probe {
 			attrs = append(attrs, slog.Bool("probe", true))

@@ -76,7 +76,7 @@ func (t *Transport) keeperFor(req *http.Request, p *Policy) gatekeeper {
 	if t.keepers == nil {
 		return noGatekeeper{}
 	}
-	return t.keepers.join(req, p)
+	return t.keepers.join(req, p, 0)
 }
 
 // policyFor returns the policy for a request: its context's, else the

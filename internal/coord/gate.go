@@ -53,7 +53,11 @@ type Call struct {
 // Join makes the call's part in the coordination of req's key, for a call
 // under policy p. The call's goroutine calls the Call's methods in the
 // order the root's gatekeeper interface states, and Leave last.
-func (co *Coordinator) Join(req *http.Request, p Policy) *Call {
+//
+// route is the route the call takes with req (0 its primary, k its
+// policy's Fallback[k-1]): each route is a key of its own, even to the
+// same host with the same credential.
+func (co *Coordinator) Join(req *http.Request, p Policy, route int) *Call {
 	k, stripe := co.enter(req)
 	if wait := p.MaxServerWait(); int64(wait) > co.maxWait.Load() {
 		co.honours(wait)
@@ -115,6 +119,18 @@ func (cc *Call) Admit(ctx context.Context, a Admission) (bool, error) {
 	left, latest := cc.p.FirstBounds(ctx, cc.req)
 	err := cc.pass(ctx, Admission{N: 1, Left: left, Latest: latest})
 	return cc.wasProbe, err
+}
+
+// AdmitAny is Admit (without a.Elsewhere) on cc's key and on each of
+// others' at once: others are Calls of the same call, on its other routes.
+// It returns once the attempt may go on one of them, and which: 0 cc, i
+// others[i-1].
+//
+// TODO(routes): it waits on cc's key alone for now.
+func (cc *Call) AdmitAny(ctx context.Context, a Admission, others []*Call) (int, bool, error) {
+	a.Elsewhere = false
+	probe, err := cc.Admit(ctx, a)
+	return 0, probe, err
 }
 
 // Begin counts an attempt about to be sent on the key: among the key's

@@ -33,7 +33,7 @@ func TestHoldIsToldTwice(t *testing.T) {
 	defer stop()
 	req := mustRequest(t, context.Background())
 	var p recordingPolicy
-	cc := co.Join(req, &p)
+	cc := co.Join(req, &p, 0)
 	defer cc.Leave()
 	h := cc.beginHold(gateWait, time.Now(), 2)
 	require.Len(t, p.holds, 1)

@@ -57,6 +57,10 @@ type Admission struct {
 	Left      int       // a retry's only: the attempts the call may still send, this one included
 	Latest    time.Time // a retry's only: the last instant it may go; zero: none
 	NotBefore time.Time // a retry's only: the end of the server's wait for this call; zero: none
+	// Elsewhere: the call has another route to take. A key that is down
+	// refuses at once (a *Refused) unless the attempt may go as its probe
+	// now, as does any hold that would outlast the call's limits.
+	Elsewhere bool
 }
 
 // Health is what an attempt's result says of its provider (the root's

@@ -17,7 +17,7 @@ func TestStats(t *testing.T) {
 	defer stop()
 	req := mustRequest(t, context.Background())
 	var p recordingPolicy
-	cc := co.Join(req, &p)
+	cc := co.Join(req, &p, 0)
 	st := co.Stats(time.Now())
 	require.Contains(t, st, "api.example.com")
 	assert.Equal(t, KeyStats{Calls: 1, Quiet: true}, st["api.example.com"])
