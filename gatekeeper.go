@@ -127,11 +127,11 @@ func (noGatekeeper) admit(context.Context, admission) (bool, error) { return fal
 func (noGatekeeper) await(context.Context, admission, []gatekeeper) (int, bool, error) {
 	return 0, false, nil
 }
-func (noGatekeeper) begin()                                         {}
-func (noGatekeeper) end(context.Context, *http.Response)            {}
-func (noGatekeeper) sent()                                          {}
-func (noGatekeeper) report(context.Context, outcome) verdict        { return verdict{} }
-func (noGatekeeper) leave()                                         {}
+func (noGatekeeper) begin()                                  {}
+func (noGatekeeper) end(context.Context, *http.Response)     {}
+func (noGatekeeper) sent()                                   {}
+func (noGatekeeper) report(context.Context, outcome) verdict { return verdict{} }
+func (noGatekeeper) leave()                                  {}
 
 var (
 	_ gatekeepers = noGatekeeper{}
