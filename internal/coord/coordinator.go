@@ -200,11 +200,12 @@ func (k *keyState) learn(f store.Facts, now time.Time, src source) bool {
 	}
 }
 
-// enter registers a call to req's key and returns the key and the stripe
-// of its count the call is on. A call to a key already known allocates
-// nothing.
-func (co *Coordinator) enter(req *http.Request) (*keyState, int) {
+// enter registers a call to req's key on route (see keyID) and returns
+// the key and the stripe of its count the call is on. A call to a key
+// already known allocates nothing.
+func (co *Coordinator) enter(req *http.Request, route int) (*keyState, int) {
 	id := keyOf(co.seed, req)
+	id.route = route
 	for {
 		var k *keyState
 		if v, ok := co.keys.Load(id); ok {
@@ -225,7 +226,7 @@ func (co *Coordinator) enter(req *http.Request) (*keyState, int) {
 // insert adds the key id of req, naming it first (outside any lock), and
 // returns the key as the map then holds it.
 func (co *Coordinator) insert(id keyID, req *http.Request) *keyState {
-	k := &keyState{id: id, name: co.shared.Key(id.host, credentialOf(req))}
+	k := &keyState{id: id, name: nameOf(co.shared, id, req)}
 	now := time.Now()
 	k.read.Store(now.UnixNano()) // what notices told of it is as good as a read
 	v, loaded := co.keys.LoadOrStore(id, k)

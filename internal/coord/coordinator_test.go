@@ -73,8 +73,8 @@ func TestCoordinatedKeyFailsAlone(t *testing.T) {
 			fs := &keyFailStore{Store: shared, wide: wide}
 			co, stop := New(testConfig(Config{Store: fs, ProbeInterval: time.Second}))
 			defer stop()
-			kx, _ := co.enter(req("x"))
-			ky, _ := co.enter(req("y"))
+			kx, _ := co.enter(req("x"), 0)
+			ky, _ := co.enter(req("y"), 0)
 			fs.bad = kx.name
 			now := time.Now()
 			co.use(context.Background(), kx, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
@@ -223,7 +223,7 @@ func outageRig(t *testing.T) (store.Store, *outageStore, *Coordinator, *keyState
 	t.Cleanup(stop)
 	req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
 	require.NoError(t, err)
-	k, _ := co.enter(req)
+	k, _ := co.enter(req, 0)
 	return shared, fs, co, k
 }
 

@@ -58,7 +58,7 @@ type Call struct {
 // policy's Fallback[k-1]): each route is a key of its own, even to the
 // same host with the same credential.
 func (co *Coordinator) Join(req *http.Request, p Policy, route int) *Call {
-	k, stripe := co.enter(req)
+	k, stripe := co.enter(req, route)
 	if wait := p.MaxServerWait(); int64(wait) > co.maxWait.Load() {
 		co.honours(wait)
 	}

@@ -42,7 +42,7 @@ func BenchmarkFailedProbe(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	k, _ := co.enter(req)
+	k, _ := co.enter(req, 0)
 	now := time.Now()
 	for i := range 10000 {
 		k.register(i%7, now.Add(time.Duration(i)))
