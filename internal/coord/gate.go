@@ -98,8 +98,10 @@ func (cc *Call) Leave() {
 
 // Admit holds attempt a until its key lets it through (see pass), and
 // reports whether it goes as the key's probe. Its error is ctx's, or a
-// *Refused when the call cannot wait as long as the hold may last. A first attempt to a quiet
-// key passes at once, with no store call.
+// *Refused when the call cannot wait as long as the hold may last, or,
+// with a.Elsewhere, when the key is down and the attempt may not go as its
+// probe now (see Admission). A first attempt to a quiet key passes at
+// once, with no store call.
 func (cc *Call) Admit(ctx context.Context, a Admission) (bool, error) {
 	if a.N > 1 {
 		cc.notBefore = a.NotBefore
@@ -117,20 +119,8 @@ func (cc *Call) Admit(ctx context.Context, a Admission) (bool, error) {
 		return false, nil
 	}
 	left, latest := cc.p.FirstBounds(ctx, cc.req)
-	err := cc.pass(ctx, Admission{N: 1, Left: left, Latest: latest})
+	err := cc.pass(ctx, Admission{N: 1, Left: left, Latest: latest, Elsewhere: a.Elsewhere})
 	return cc.wasProbe, err
-}
-
-// AdmitAny is Admit (without a.Elsewhere) on cc's key and on each of
-// others' at once: others are Calls of the same call, on its other routes.
-// It returns once the attempt may go on one of them, and which: 0 cc, i
-// others[i-1].
-//
-// TODO(routes): it waits on cc's key alone for now.
-func (cc *Call) AdmitAny(ctx context.Context, a Admission, others []*Call) (int, bool, error) {
-	a.Elsewhere = false
-	probe, err := cc.Admit(ctx, a)
-	return 0, probe, err
 }
 
 // Begin counts an attempt about to be sent on the key: among the key's
@@ -243,7 +233,14 @@ func (w *waiter) better(o *waiter) bool {
 
 // register adds a waiter for a call with left attempts, held since now.
 func (k *keyState) register(left int, now time.Time) *waiter {
-	w := &waiter{wake: make(chan struct{}, 1), left: left, since: now}
+	return k.registerOn(make(chan struct{}, 1), left, now)
+}
+
+// registerOn is register for a waiter woken on wake, a channel with one
+// slot that a call held on several keys (AdmitAny) shares among its
+// waiters: a change on any of them wakes it.
+func (k *keyState) registerOn(wake chan struct{}, left int, now time.Time) *waiter {
+	w := &waiter{wake: wake, left: left, since: now}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.waiters = append(k.waiters, w)
@@ -278,6 +275,16 @@ func (k *keyState) unregister(w *waiter) {
 		k.cand.signal()
 		k.woken.Add(1)
 	}
+}
+
+// probesFirst reports whether no call held on the key (other than w's,
+// nil for none) is to probe it next: a call with another route to take
+// probes a key that is down only then, for a call held on it has nowhere
+// else to go.
+func (k *keyState) probesFirst(w *waiter) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cand == nil || k.cand == w
 }
 
 // candidate reports whether w probes next, and records what holds it.
@@ -355,38 +362,158 @@ const (
 // pass holds the call's attempt a until its key lets it through. It
 // returns an error, without the attempt being sent, when ctx ends (the
 // context's error) or the call cannot wait as long as the hold may last (a
-// *Refused). A retry (a.N above 1) counts against the key's retry
-// budget; a first attempt does not.
+// *Refused), or, with a.Elsewhere, the key is down and the attempt may not
+// go as its probe now (a *Refused). A retry (a.N above 1) counts against
+// the key's retry budget; a first attempt does not.
 func (cc *Call) pass(ctx context.Context, a Admission) error {
 	cc.wasProbe = false
-	k := cc.k
-	n, left := a.N, a.Left
 	budget := 0
-	if n > 1 {
-		budget = cc.co.budget(k.calls.load())
+	if a.N > 1 {
+		budget = cc.co.budget(cc.k.calls.load())
 	}
-	cc.co.refresh(ctx, k)
-	if k.quiet() && budget == 0 {
+	cc.co.refresh(ctx, cc.k)
+	if cc.k.quiet() && budget == 0 {
 		return nil
 	}
+	one := [1]lane{{cc: cc, budget: budget}}
+	_, err := hold(ctx, a, one[:])
+	return err
+}
+
+// lane is one key a held attempt may go on: the Call of the call on one of
+// its routes (one for Admit, one per route for AdmitAny), and what the
+// hold knows of it.
+type lane struct {
+	cc     *Call
+	budget int           // the retries its key allows at once; 0: not counted
+	w      *waiter       // registered once held
+	ch     chan struct{} // what w is woken on, shared by the call's lanes; nil: its own
+
+	// The latest look (see look).
+	f      store.Facts
+	g      gate
+	wake   time.Time // when to look again; zero: when woken
+	away   bool      // a.Elsewhere, the key down, and not its probe now: refused
+	late   time.Time // the pace's slot, past the call's limits; zero: none
+	cannot bool      // the hold would outlast the call's limits
+
+	exempt bool      // held by the key's state: the budget no longer applies
+	spread bool      // the release spread was slept
+	asked  time.Time // when the call was last refused the probe lease
+}
+
+// look reads l's key at now and says what holds the attempt there (l.g)
+// and when to look again (l.wake).
+func (l *lane) look(a Admission, now time.Time) {
+	k := l.cc.k
+	iv := l.cc.co.cfg.ProbeInterval
+	f := k.facts(now)
+	l.f, l.g, l.wake, l.away, l.late, l.cannot = f, gateOpen, time.Time{}, false, time.Time{}, false
+	switch {
+	case a.Elsewhere && f.Down(now):
+		// The call has another route: it goes there, unless this key's
+		// probe is due, no held call is to send it, and the call may
+		// send it now (no server wait).
+		if f.Waiting(now) || f.Probing(now) || now.Before(f.NextProbe) || !l.asked.IsZero() || !k.probesFirst(l.w) {
+			l.g, l.away = gateDown, true
+			return
+		}
+		l.g = gateProbe
+	case f.Waiting(now):
+		l.g, l.wake = gateWait, f.WaitUntil
+	case f.Down(now):
+		l.register(a, now)
+		l.g = gateDown
+		if k.candidate(l.w, l.g) {
+			switch {
+			case f.Probing(now):
+				l.wake = f.ProbeUntil
+			case now.Before(f.NextProbe):
+				l.wake = f.NextProbe
+			case !l.asked.IsZero() && now.Before(l.asked.Add(iv/5)):
+				// Refused a moment ago, yet the answer says free and
+				// due (a store that contradicts itself): a refused
+				// lease never spins.
+				l.wake = l.asked.Add(iv / 5)
+			default:
+				l.g = gateProbe
+			}
+			if l.g == gateDown {
+				// Re-checked once a probe interval, so that a lost
+				// notice costs no more.
+				l.wake = earlier(l.wake, now.Add(iv))
+			}
+		}
+	case f.Paced(now) || f.Capped(now):
+		l.g = gatePace
+	case l.budget > 0 && !l.exempt:
+		l.g = gateBudget
+	}
+}
+
+// register makes l's waiter, held from now, if it has none.
+func (l *lane) register(a Admission, now time.Time) {
+	switch {
+	case l.w != nil:
+	case l.ch != nil:
+		l.w = l.cc.k.registerOn(l.ch, a.Left, now)
+	default:
+		l.w = l.cc.k.register(a.Left, now)
+	}
+}
+
+// hold holds attempt a until the key of one of lanes lets it through, and
+// returns which: the first, in lanes' order, that lets it go when it
+// looks. A lane's key lets it go (gateOpen, after the release spread if it
+// was held), or grants it the probe lease, a retry lease or a send under
+// its pace. It returns an error, without the attempt being sent, when ctx
+// ends (the context's error) or the call cannot wait on any of them as
+// long as the hold may last (a *Refused, of lanes[0]'s key), or, with
+// a.Elsewhere (one lane), the key is down and the attempt may not go as
+// its probe now.
+//
+// Held, the call has a waiter on each lane's key, all woken on one
+// channel (lane.ch; a lane alone may have its own); the waiters are gone
+// when hold returns, so that no lease is taken for a key the call
+// did not go on. One hold is recorded, on the key the first lane that
+// held the attempt (lanes[0]'s, unless a pace's slot held it at its first
+// look): its outcome says how the attempt went, on whichever key. An
+// attempt refused with a.Elsewhere before it waited records no hold (it
+// was not delayed: it goes around).
+func hold(ctx context.Context, a Admission, lanes []lane) (int, error) {
 	var (
-		h      *holding // the hold in progress
-		w      *waiter  // registered once held
-		exempt bool     // held by the key's state: the budget no longer applies
-		spread bool     // the release spread was slept
-		timer  *time.Timer
-		asked  time.Time // when the call was last refused the probe lease
+		h     *holding // the hold in progress
+		timer *time.Timer
 	)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
-		if w != nil {
-			k.unregister(w)
+		for i := range lanes {
+			if l := &lanes[i]; l.w != nil {
+				l.cc.k.unregister(l.w)
+			}
 		}
 	}()
-	latest := a.Latest
-	iv := cc.co.cfg.ProbeInterval
+	first := &lanes[0]
+	n, latest := a.N, a.Latest
+	refuse := func(l *lane, g gate, now time.Time) error {
+		if h == nil && !a.Elsewhere {
+			h = l.cc.beginHold(g, now, n)
+		}
+		start := now
+		if h != nil {
+			start = h.Start
+		}
+		h.end(HoldGaveUp)
+		d := l.cc.downError(l.f, g, now, start)
+		if !l.late.IsZero() {
+			d.Until, d.Left = l.late, l.late.Sub(now)
+		}
+		return d
+	}
+	iv := first.cc.co.cfg.ProbeInterval
+turns:
 	for turn := 0; ; turn++ {
 		now := time.Now()
 		if turn > 0 {
@@ -394,163 +521,166 @@ func (cc *Call) pass(ctx context.Context, a Admission) error {
 			// limits and context come first.
 			if err := ctx.Err(); err != nil {
 				h.end(HoldCanceled)
-				return err
+				return 0, err
 			}
 			if !latest.IsZero() && !now.Before(latest) {
-				if h == nil {
-					h = cc.beginHold(gateDown, now, n)
-				}
-				h.end(HoldGaveUp)
-				return cc.downError(k.facts(now), gateDown, now, h.Start)
+				first.f, first.late = first.cc.k.facts(now), time.Time{}
+				return 0, refuse(first, gateDown, now)
 			}
-			cc.co.refresh(ctx, k)
+			for i := range lanes {
+				lanes[i].cc.co.refresh(ctx, lanes[i].cc.k)
+			}
 		}
-		f := k.facts(now)
-		g, wake := gateOpen, time.Time{}
-		switch {
-		case f.Waiting(now):
-			g, wake = gateWait, f.WaitUntil
-		case f.Down(now):
-			if w == nil {
-				w = k.register(left, now)
-			}
-			g = gateDown
-			if k.candidate(w, g) {
-				switch {
-				case f.Probing(now):
-					wake = f.ProbeUntil
-				case now.Before(f.NextProbe):
-					wake = f.NextProbe
-				case !asked.IsZero() && now.Before(asked.Add(iv/5)):
-					// Refused a moment ago, yet the answer says free and
-					// due (a store that contradicts itself): a refused
-					// lease never spins.
-					wake = asked.Add(iv / 5)
-				default:
-					g = gateProbe
-				}
-				if g == gateDown {
-					// Re-checked once a probe interval, so that a lost
-					// notice costs no more.
-					wake = earlier(wake, now.Add(iv))
-				}
-			}
-		case f.Paced(now) || f.Capped(now):
-			g = gatePace
-		case budget > 0 && !exempt:
-			g = gateBudget
+		for i := range lanes {
+			lanes[i].look(a, now)
 		}
 
-		switch g {
-		case gateOpen:
-			if exempt && !spread && cc.co.cfg.ReleaseSpread > 0 {
-				// Released: not all at once, and never past the limits.
-				spread = true
-				room := cc.co.cfg.ReleaseSpread
-				if !latest.IsZero() {
-					room = min(room, latest.Sub(now))
-				}
-				if room > 0 {
-					if err := clock.Sleep(ctx, randN(room)); err != nil {
-						h.end(HoldCanceled)
-						return err
+		// The first key that lets the attempt go.
+		for i := range lanes {
+			l := &lanes[i]
+			cc, k := l.cc, l.cc.k
+			switch l.g {
+			case gateOpen:
+				if l.exempt && !l.spread && cc.co.cfg.ReleaseSpread > 0 {
+					// Released: not all at once, and never past the limits.
+					l.spread = true
+					room := cc.co.cfg.ReleaseSpread
+					if !latest.IsZero() {
+						room = min(room, latest.Sub(now))
 					}
-					continue
+					if room > 0 {
+						if err := clock.Sleep(ctx, randN(room)); err != nil {
+							h.end(HoldCanceled)
+							return 0, err
+						}
+						continue turns
+					}
 				}
-			}
-			h.end(HoldReleased)
-			return nil
-		case gateProbe:
-			holder := cc.co.holder()
-			before := k.view.Load()
-			granted := cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
-				holder = cc.co.leaseName(holder, s)
-				return s.TakeProbe(ctx, k.name, store.Lease{Holder: holder, At: now, Until: now.Add(iv)})
-			})
-			if granted {
-				cc.probe, cc.probeSent, cc.wasProbe = holder, now, true
-				h.end(HoldProbe)
-				return nil
-			}
-			asked = now
-			if k.view.Load() != before {
-				continue // the answer says who probes, or when
-			}
-			// Refused by an answer the view did not take (no newer than
-			// what it holds: a store that lost the key, or the fallback):
-			// ask again at the next re-check, not at once.
-			g, wake = gateDown, now.Add(iv)
-		case gateBudget:
-			holder := cc.co.holder()
-			until := now.Add(retryLease)
-			if !latest.IsZero() {
-				until = earlier(until, latest.Add(time.Second))
-			}
-			if cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
-				holder = cc.co.leaseName(holder, s)
-				return s.TakeRetry(ctx, k.name, store.Lease{Holder: holder, At: now, Until: until}, budget)
-			}) {
-				cc.retry = holder
 				h.end(HoldReleased)
-				return nil
+				return i, nil
+			case gateProbe:
+				holder := cc.co.holder()
+				before := k.view.Load()
+				granted := cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+					holder = cc.co.leaseName(holder, s)
+					return s.TakeProbe(ctx, k.name, store.Lease{Holder: holder, At: now, Until: now.Add(iv)})
+				})
+				if granted {
+					cc.probe, cc.probeSent, cc.wasProbe = holder, now, true
+					h.end(HoldProbe)
+					return i, nil
+				}
+				l.asked = now
+				if a.Elsewhere {
+					l.f, l.g, l.away = k.facts(now), gateDown, true // another call probes: go around
+					break
+				}
+				if k.view.Load() != before {
+					continue turns // the answer says who probes, or when
+				}
+				// Refused by an answer the view did not take (no newer
+				// than what it holds: a store that lost the key, or the
+				// fallback): ask again at the next re-check, not at once.
+				l.g, l.wake = gateDown, now.Add(iv)
+			case gateBudget:
+				holder := cc.co.holder()
+				until := now.Add(retryLease)
+				if !latest.IsZero() {
+					until = earlier(until, latest.Add(time.Second))
+				}
+				if cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+					holder = cc.co.leaseName(holder, s)
+					return s.TakeRetry(ctx, k.name, store.Lease{Holder: holder, At: now, Until: until}, l.budget)
+				}) {
+					cc.retry = holder
+					h.end(HoldReleased)
+					return i, nil
+				}
+				l.wake = now.Add(iv) // a retry elsewhere may end
+			case gatePace:
+				done, late, err := cc.takeSend(ctx, l.f, now, latest, n, &h)
+				if done {
+					return i, err
+				}
+				if !late.IsZero() {
+					l.late, l.cannot = late, true // past the call's limits
+					break
+				}
+				// No room under the limit on calls in flight: held until a
+				// call ends (here, or a notice from elsewhere), the limit
+				// grows, or the next re-check.
+				l.g, l.wake = gateInFlight, earlier(now.Add(iv), nextGrowth(l.f, now))
 			}
-			wake = now.Add(iv) // a retry elsewhere may end
-		case gatePace:
-			done, err := cc.takeSend(ctx, f, now, latest, n, &h)
-			if done {
-				return err
-			}
-			// No room under the limit on calls in flight: held until a
-			// call ends (here, or a notice from elsewhere), the limit
-			// grows, or the next re-check.
-			g, wake = gateInFlight, earlier(now.Add(iv), nextGrowth(f, now))
 		}
 
-		// Held.
-		if w == nil {
-			w = k.register(left, now)
+		// Held on every lane, or refused.
+		all := true
+		for i := range lanes {
+			l := &lanes[i]
+			if l.away {
+				continue
+			}
+			l.cannot = l.cannot || l.g == gateWait && l.f.WaitUntil.Sub(now) > l.cc.p.MaxServerWait()
+			if !latest.IsZero() {
+				l.cannot = l.cannot || !now.Before(latest) || l.g == gateWait && l.f.WaitUntil.After(latest)
+			}
+			all = all && l.cannot
 		}
-		if k.candidate(w, g) && g == gateWait && cc.co.local != nil {
-			// A shared store's wait is read again once a probe interval:
-			// one no process wrote may be gone.
-			wake = earlier(wake, now.Add(iv))
+		if a.Elsewhere && first.away {
+			return 0, refuse(first, gateDown, now)
 		}
-		if g != gateBudget {
-			exempt, spread = true, false
+		if all {
+			return 0, refuse(first, first.g, now)
+		}
+		var next time.Time
+		for i := range lanes {
+			l := &lanes[i]
+			k := l.cc.k
+			l.register(a, now)
+			if k.candidate(l.w, l.g) && l.g == gateWait && l.cc.co.local != nil {
+				// A shared store's wait is read again once a probe
+				// interval: one no process wrote may be gone.
+				l.wake = earlier(l.wake, now.Add(iv))
+			}
+			if l.g != gateBudget {
+				l.exempt, l.spread = true, false
+			}
+			if !l.cannot {
+				next = earlier(next, l.wake)
+			}
 		}
 		if h == nil {
-			h = cc.beginHold(g, now, n)
+			h = first.cc.beginHold(first.g, now, n)
 		}
-		cannot := g == gateWait && f.WaitUntil.Sub(now) > cc.p.MaxServerWait()
 		if !latest.IsZero() {
-			cannot = cannot || !now.Before(latest) || g == gateWait && f.WaitUntil.After(latest)
-			wake = earlier(wake, latest)
-		}
-		if cannot {
-			h.end(HoldGaveUp)
-			return cc.downError(f, g, now, h.Start)
+			next = earlier(next, latest)
 		}
 		var fire <-chan time.Time
-		if !wake.IsZero() {
+		if !next.IsZero() {
 			if timer == nil {
-				timer = time.NewTimer(wake.Sub(now))
+				timer = time.NewTimer(next.Sub(now))
 			} else {
-				timer.Reset(wake.Sub(now))
+				timer.Reset(next.Sub(now))
 			}
 			fire = timer.C
 		}
+		woken := first.w.wake // every lane's, when they share one
 		select {
 		case <-ctx.Done():
 			h.end(HoldCanceled)
-			return ctx.Err()
-		case <-w.wake:
+			return 0, ctx.Err()
+		case <-woken:
 		case <-fire:
-			if g == gateDown && k.candidate(w, g) {
-				// Due, or a re-check: the store knows best.
-				cc.co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
-					f, err := s.Load(ctx, k.name, time.Now())
-					return f, true, err
-				})
+			for i := range lanes {
+				l := &lanes[i]
+				k, co := l.cc.k, l.cc.co
+				if l.g == gateDown && k.candidate(l.w, l.g) {
+					// Due, or a re-check: the store knows best.
+					co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+						f, err := s.Load(ctx, k.name, time.Now())
+						return f, true, err
+					})
+				}
 			}
 		}
 	}
@@ -559,14 +689,13 @@ func (cc *Call) pass(ctx context.Context, a Admission) error {
 // takeSend asks the key's store for the call's next send under its pace
 // or its limit on calls in flight (see gatePace), at now, with *h the hold
 // in progress. It reports done when the call goes (err nil, after
-// sleeping to its slot) or cannot wait (err says why); not done when the
-// limit on calls in flight leaves no room.
-func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Time, n int, h **holding) (bool, error) {
+// sleeping to its slot) or its context ended (err); not done when the
+// limit on calls in flight leaves no room, or when the slot granted is
+// past latest (late, the slot: the call cannot wait for it).
+func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Time, n int, h **holding) (done bool, late time.Time, err error) {
 	k := cc.k
 	limit := 0
 	if f.Capped(now) {
-		// The attempts this process has in flight without a lease count
-		// against the limit too (sent before the limit was learnt).
 		// The store counts this process's attempts in flight without a
 		// lease (sent before the limit was learnt) from its tally: bring
 		// it up to date first.
@@ -597,31 +726,25 @@ func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Ti
 			}
 			if err := clock.Sleep(ctx, at.Sub(now)); err != nil {
 				(*h).end(HoldCanceled)
-				return true, err
+				return true, time.Time{}, err
 			}
 		}
 		(*h).end(HoldReleased)
-		return true, nil
+		return true, time.Time{}, nil
 	case slot.IsZero():
-		return false, nil
+		return false, time.Time{}, nil
 	case latest.IsZero():
 		// No deadline: wait for the slot to come within reach.
 		if err := clock.Sleep(ctx, slot.Sub(now)-retryLease/2); err != nil {
 			if *h != nil {
 				(*h).end(HoldCanceled)
 			}
-			return true, err
+			return true, time.Time{}, err
 		}
 		return cc.takeSend(ctx, k.facts(time.Now()), time.Now(), latest, n, h)
 	}
 	// The slot is past the last instant the call may send.
-	if *h == nil {
-		*h = cc.beginHold(gatePace, now, n)
-	}
-	(*h).end(HoldGaveUp)
-	d := cc.downError(f, gatePace, now, (*h).Start)
-	d.Until, d.Left = slot, slot.Sub(now)
-	return true, d
+	return false, slot, nil
 }
 
 // retryLease is the longest a retry lease lasts without being released:

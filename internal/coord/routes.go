@@ -1,0 +1,61 @@
+package coord
+
+import (
+	"context"
+	"time"
+)
+
+// This file is what a call with routes (llmretry's Policy.Fallback) asks
+// of coordination beyond a call's: each route is a key of its own (see
+// keyID and nameOf); an admission with Elsewhere goes around a key that is
+// down instead of waiting on it (see lane.look); and a call whose every
+// route is held waits on all of their keys at once (AdmitAny).
+
+// AdmitAny is Admit (without a.Elsewhere) on cc's key and on each of
+// others' at once: others are Calls of the same call, on its other routes,
+// in their order. It returns once the attempt may go on one of them, which
+// (0 cc, i others[i-1]), and whether it goes as that key's probe: the
+// first, in route order, to let it go when the call looks (a key back up,
+// after the release spread; its probe turn; a server wait or a pace's
+// turn over). The call waits with a waiter on every key, woken on one
+// channel, so that a change on any wakes it; it takes a lease (the probe,
+// a retry's, a send's) on the key it goes on alone, and leaves the others'
+// lists when it returns.
+//
+// Its limits and context hold as Admit's: its error is ctx's, or a
+// *Refused when it cannot wait on any key as long as its hold may last,
+// or once its latest instant is past. The refusal names cc's key (the
+// primary's, as the core calls it: the one the caller chose, whose hold
+// it waited out), as does the one hold it records (see hold).
+func (cc *Call) AdmitAny(ctx context.Context, a Admission, others []*Call) (int, bool, error) {
+	a.Elsewhere = false
+	if len(others) == 0 {
+		probe, err := cc.Admit(ctx, a)
+		return 0, probe, err
+	}
+	if a.N <= 1 {
+		a.N, a.NotBefore = 1, time.Time{}
+		a.Left, a.Latest = cc.p.FirstBounds(ctx, cc.req)
+	}
+	lanes := make([]lane, 1+len(others))
+	ch := make(chan struct{}, 1)
+	for i := range lanes {
+		c := cc
+		if i > 0 {
+			c = others[i-1]
+		}
+		c.wasProbe = false
+		budget := 0
+		if a.N > 1 {
+			c.notBefore = a.NotBefore
+			budget = c.co.budget(c.k.calls.load())
+		}
+		c.co.refresh(ctx, c.k)
+		if c.k.quiet() && budget == 0 {
+			return i, false, nil
+		}
+		lanes[i] = lane{cc: c, budget: budget, ch: ch}
+	}
+	which, err := hold(ctx, a, lanes)
+	return which, lanes[which].cc.wasProbe, err
+}
