@@ -388,6 +388,7 @@ type lane struct {
 	budget int           // the retries its key allows at once; 0: not counted
 	w      *waiter       // registered once held
 	ch     chan struct{} // what w is woken on, shared by the call's lanes; nil: its own
+	given  int           // its place in AdmitAny's order: 0 the Call asked, i others[i-1]
 
 	// The latest look (see look).
 	f      store.Facts

@@ -1,7 +1,9 @@
 package coord
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 )
 
@@ -12,21 +14,22 @@ import (
 // route is held waits on all of their keys at once (AdmitAny).
 
 // AdmitAny is Admit (without a.Elsewhere) on cc's key and on each of
-// others' at once: others are Calls of the same call, on its other routes,
-// in their order. It returns once the attempt may go on one of them, which
-// (0 cc, i others[i-1]), and whether it goes as that key's probe: the
-// first, in route order, to let it go when the call looks (a key back up,
-// after the release spread; its probe turn; a server wait or a pace's
-// turn over). The call waits with a waiter on every key, woken on one
+// others' at once: others are Calls of the same call, on its other routes.
+// It returns once the attempt may go on one of them, which (0 cc, i
+// others[i-1]), and whether it goes as that key's probe: the first to let
+// it go when the call looks (a key back up, after the release spread; its
+// probe turn; a server wait or a pace's turn over), in route order
+// whatever the order they are given in, so that the primary is preferred. The call waits with a waiter on every key, woken on one
 // channel, so that a change on any wakes it; it takes a lease (the probe,
 // a retry's, a send's) on the key it goes on alone, and leaves the others'
 // lists when it returns.
 //
 // Its limits and context hold as Admit's: its error is ctx's, or a
 // *Refused when it cannot wait on any key as long as its hold may last,
-// or once its latest instant is past. The refusal names cc's key (the
-// primary's, as the core calls it: the one the caller chose, whose hold
-// it waited out), as does the one hold it records (see hold).
+// or once its latest instant is past. The refusal names the key of the
+// lowest route among them (the primary's, if it is one: the key the
+// caller chose, whose hold the call waits out first), as does the one
+// hold it records (see hold).
 func (cc *Call) AdmitAny(ctx context.Context, a Admission, others []*Call) (int, bool, error) {
 	a.Elsewhere = false
 	if len(others) == 0 {
@@ -44,18 +47,22 @@ func (cc *Call) AdmitAny(ctx context.Context, a Admission, others []*Call) (int,
 		if i > 0 {
 			c = others[i-1]
 		}
+		lanes[i] = lane{cc: c, ch: ch, given: i}
+	}
+	slices.SortStableFunc(lanes, func(x, y lane) int { return cmp.Compare(x.cc.k.id.route, y.cc.k.id.route) })
+	for i := range lanes {
+		l := &lanes[i]
+		c := l.cc
 		c.wasProbe = false
-		budget := 0
 		if a.N > 1 {
 			c.notBefore = a.NotBefore
-			budget = c.co.budget(c.k.calls.load())
+			l.budget = c.co.budget(c.k.calls.load())
 		}
 		c.co.refresh(ctx, c.k)
-		if c.k.quiet() && budget == 0 {
-			return i, false, nil
+		if c.k.quiet() && l.budget == 0 {
+			return l.given, false, nil
 		}
-		lanes[i] = lane{cc: c, budget: budget, ch: ch}
 	}
 	which, err := hold(ctx, a, lanes)
-	return which, lanes[which].cc.wasProbe, err
+	return lanes[which].given, lanes[which].cc.wasProbe, err
 }

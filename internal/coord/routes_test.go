@@ -230,6 +230,7 @@ type awaitRig struct {
 	p               *boundsPolicy
 	cc, fb          *Call
 	start           time.Time
+	swapped         bool // AdmitAny is asked of the fallback's Call, with the primary's as the other
 }
 
 // newAwaitRig takes both routes' keys down at once and joins a call on
@@ -259,11 +260,23 @@ type result struct {
 	at    time.Time
 }
 
-// await runs AdmitAny for the rig's call in a goroutine of the bubble.
+// await runs AdmitAny for the rig's call in a goroutine of the bubble,
+// asked of the primary's Call (the result's which is the route), or, if
+// the rig is swapped, of the fallback's (which is then 1 for the primary).
 func (r *awaitRig) await(ctx context.Context, a Admission) <-chan result {
 	done := make(chan result, 1)
 	go func() {
-		which, probe, err := r.cc.AdmitAny(ctx, a, []*Call{r.fb})
+		var (
+			which int
+			probe bool
+			err   error
+		)
+		if r.swapped {
+			which, probe, err = r.fb.AdmitAny(ctx, a, []*Call{r.cc})
+			which = 1 - which
+		} else {
+			which, probe, err = r.cc.AdmitAny(ctx, a, []*Call{r.fb})
+		}
 		done <- result{which, probe, err, time.Now()}
 	}()
 	return done
@@ -279,9 +292,14 @@ func (r *awaitRig) waiters() (int, int) {
 // the release spread, and leaves the other key's list: the fallback's
 // first, then (another call) the primary's first.
 func TestAdmitAnyGoesWhereTheFirstKeyComesBack(t *testing.T) {
-	for _, back := range []int{1, 0} {
+	for _, c := range []struct {
+		back    int
+		swapped bool
+	}{{1, false}, {0, false}, {1, true}, {0, true}} {
+		back := c.back
 		synctest.Test(t, func(t *testing.T) {
 			r := newAwaitRig(t, time.Minute)
+			r.swapped = c.swapped
 			done := r.await(context.Background(), Admission{N: 2, Left: 4, Latest: r.start.Add(time.Minute)})
 			synctest.Wait()
 			w0, w1 := r.waiters()
@@ -349,30 +367,39 @@ func TestAdmitAnyProbesOneKey(t *testing.T) {
 }
 
 // A call held on two keys that stay down past its limits is refused at
-// its last instant, naming the primary's key, with its one hold given up;
-// its context ending ends it too. Neither leaves a waiter behind.
+// its last instant, naming the primary's key (whichever Call it is asked
+// of), with its one hold, on that key, given up; its context ending ends
+// it too. Neither leaves a waiter behind.
 func TestAdmitAnyRefusesPastItsLimits(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newAwaitRig(t, 3*time.Second)
-		res := <-r.await(context.Background(), Admission{N: 2, Left: 4, Latest: r.start.Add(3 * time.Second)})
-		refused := refusedOf(t, res.err)
-		assert.Equal(t, r.cc.k.name, refused.Key)
-		assert.Equal(t, HoldDown, refused.Reason)
-		assert.Equal(t, 3*time.Second, refused.Waited)
-		assert.Equal(t, r.start.Add(3*time.Second), res.at)
-		require.Len(t, r.p.holds, 2)
-		assert.Equal(t, HoldGaveUp, r.p.holds[1].Outcome)
-		w0, w1 := r.waiters()
-		assert.Equal(t, [2]int{0, 0}, [2]int{w0, w1})
+	for _, swapped := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			testAdmitAnyRefusesPastItsLimits(t, swapped)
+		})
+	}
+}
 
-		ctx, cancel := context.WithCancel(context.Background())
-		done := r.await(ctx, Admission{N: 2, Left: 4})
-		synctest.Wait()
-		cancel()
-		assert.ErrorIs(t, (<-done).err, context.Canceled)
-		w0, w1 = r.waiters()
-		assert.Equal(t, [2]int{0, 0}, [2]int{w0, w1})
-	})
+func testAdmitAnyRefusesPastItsLimits(t *testing.T, swapped bool) {
+	r := newAwaitRig(t, 3*time.Second)
+	r.swapped = swapped
+	res := <-r.await(context.Background(), Admission{N: 2, Left: 4, Latest: r.start.Add(3 * time.Second)})
+	refused := refusedOf(t, res.err)
+	assert.Equal(t, r.cc.k.name, refused.Key)
+	assert.Equal(t, HoldDown, refused.Reason)
+	assert.Equal(t, 3*time.Second, refused.Waited)
+	assert.Equal(t, r.start.Add(3*time.Second), res.at)
+	require.Len(t, r.p.holds, 2)
+	assert.Equal(t, r.cc.k.name, r.p.holds[0].Key)
+	assert.Equal(t, HoldGaveUp, r.p.holds[1].Outcome)
+	w0, w1 := r.waiters()
+	assert.Equal(t, [2]int{0, 0}, [2]int{w0, w1})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := r.await(ctx, Admission{N: 2, Left: 4})
+	synctest.Wait()
+	cancel()
+	assert.ErrorIs(t, (<-done).err, context.Canceled)
+	w0, w1 = r.waiters()
+	assert.Equal(t, [2]int{0, 0}, [2]int{w0, w1})
 }
 
 // A first attempt (N 1) held on every route reads its bounds from its
