@@ -102,6 +102,9 @@ func TestFleetRateLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs in real time, about 100 s")
 	}
+	// Beside TestFleetFallback (80 s, 3 light processes), after the
+	// package's other tests: CI's time is tight.
+	t.Parallel()
 	// The scenarios run side by side in goroutines, not as parallel
 	// subtests: go test runs at most GOMAXPROCS (2 here) of those at once,
 	// which ran them two by two (215 s).

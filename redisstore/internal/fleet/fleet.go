@@ -77,6 +77,10 @@ type Config struct {
 	// Anthropic makes each call an Anthropic Messages request (x-api-key)
 	// instead of an OpenAI chat completion (Authorization).
 	Anthropic bool
+	// Fallback, if not empty, is the URL of a second provider: the calls'
+	// Policy.Fallback routes them there (RouteTo from Provider, with a key
+	// of its own).
+	Fallback string
 }
 
 // Result is what became of one call.
@@ -87,6 +91,7 @@ type Result struct {
 	Err        string
 	Attempts   int
 	Probes     int
+	Route      int // the route of its last attempt: 0 the primary, 1 the fallback
 	// Knew is when its process first knew of trouble on the key: a 429
 	// came back to one of its calls, or one was held (zero: never).
 	Knew time.Time
@@ -157,6 +162,7 @@ func Run(cfg Config, out, logs io.Writer) error {
 			defer mu.Unlock()
 			if r := attempts[a.Request.Header.Get(callHeader)]; r != nil {
 				r.Attempts++
+				r.Route = a.Route
 				if a.Probe {
 					r.Probes++
 				}
@@ -173,6 +179,13 @@ func Run(cfg Config, out, logs io.Writer) error {
 	}
 	if len(cfg.Waits) > 0 {
 		policy.Waits, policy.Reserve = cfg.Waits, cfg.Reserve
+	}
+	if cfg.Fallback != "" {
+		route, err := llmretry.RouteTo(cfg.Provider, cfg.Fallback, http.Header{"Authorization": {"Bearer sk-fleet-fallback-key"}})
+		if err != nil {
+			return err
+		}
+		policy.Fallback = []llmretry.Route{route}
 	}
 	rt, err := llmretry.NewCoordinated(stampSent{base}, policy, coord)
 	if err != nil {
