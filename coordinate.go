@@ -48,6 +48,17 @@ const (
 // in-process store: the host and 8 hex digits of a per-Transport seeded
 // hash), never the credential.
 //
+// Each route of a call with Policy.Fallback is a key of its own, even on
+// the primary's host with its credential (a fallback to another model):
+// its name is the Store's with "~route" and the route's number after it.
+// While a call has another route to take, a key that is down does not
+// hold it: it goes around at once (no attempt spent), unless the key's
+// probe is due and no held call is to send it, when it goes as the probe;
+// so the fleet's primary sees one probe per ProbeInterval, and new calls
+// return to it once one answers. A call held on every route waits on all
+// of their keys at once, and goes on whichever lets it go first. See
+// docs/coordination.md.
+//
 // For each key:
 //
 //   - An attempt that fails in a way that says the provider is down (a
