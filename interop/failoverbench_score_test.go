@@ -3,7 +3,10 @@ package interop
 import (
 	"fmt"
 	"strings"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // This file scores a cell as failoverbench's runner.py does: metrics from
@@ -367,4 +370,60 @@ func cellDetail(sc fbScenario, m fbMetrics) string {
 		parts = append(parts, "TRUNCATED")
 	}
 	return strings.Join(parts, " · ")
+}
+
+// TestFailoverBenchScoring checks the verdict rules against runner.py's
+// on hand-made cells: a truncated success fails whatever the checks say;
+// a failed advisory check makes a rescue partial and leaves a clean error
+// safe; a required one fails; S13 answered is partial, refused is a pass;
+// a check that requires a fallback is n/a for a system without one.
+func TestFailoverBenchScoring(t *testing.T) {
+	byID := func(id string) fbScenario {
+		for _, sc := range fbCatalogue {
+			if sc.id == id {
+				return sc
+			}
+		}
+		t.Fatalf("no scenario %s", id)
+		return fbScenario{}
+	}
+	primary := func(sc fbScenario, at ...time.Duration) []fbEntry {
+		var log []fbEntry
+		for i, a := range at {
+			log = append(log, fbEntry{at: a, model: sc.model, attempt: i + 1, action: "503"})
+		}
+		return log
+	}
+	answer := fbResult{outcome: fbSuccess, content: fbCanonical, model: "fb-ok", usage: &fbUsage{21, 60, 81}, elapsed: time.Second}
+	for _, tt := range []struct {
+		name        string
+		sc          string
+		res         fbResult
+		log         []time.Duration // primary attempts
+		hasFallback bool
+		want        fbVerdict
+	}{
+		{"truncated success fails", "S08", fbResult{outcome: fbSuccess, content: "A gateway earns trust"}, []time.Duration{0}, true, fbFail},
+		{"a clean error is safe", "S08", fbResult{outcome: fbError, err: "unexpected EOF"}, []time.Duration{0}, true, fbSafe},
+		{"rescued, advisory failed: partial", "S03", answer, []time.Duration{0}, true, fbPartial},
+		{"rescued, checks clean: pass", "S03", answer, []time.Duration{0, 500 * time.Millisecond}, true, fbPass},
+		{"required check failed: fail", "S02", answer, []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond}, true, fbFail},
+		{"hang fails", "S05", fbResult{outcome: fbHang, elapsed: 21 * time.Second}, []time.Duration{0}, true, fbFail},
+		{"S13 refused is a pass", "S13", fbResult{outcome: fbError, err: "400"}, []time.Duration{0}, true, fbPass},
+		{"S13 answered is partial", "S13", answer, []time.Duration{0}, true, fbPartial},
+		{"ttft_limit n/a without a fallback", "S07", fbResult{outcome: fbSuccess, content: fbCanonical, elapsed: 21 * time.Second}, []time.Duration{0}, false, fbPass},
+		{"ttft_limit counts with one", "S07", fbResult{outcome: fbSuccess, content: fbCanonical, elapsed: 21 * time.Second}, []time.Duration{0}, true, fbPartial},
+		{"S06 over budget fails", "S06", fbResult{outcome: fbError, err: "timeout", elapsed: 104 * time.Second}, []time.Duration{0, 30 * time.Second, 61 * time.Second, 93 * time.Second}, false, fbFail},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := byID(tt.sc)
+			m := metricsOf(sc, tt.res, primary(sc, tt.log...))
+			var checks []fbCheckResult
+			for _, c := range sc.checks {
+				checks = append(checks, evaluate(c, m, tt.hasFallback))
+			}
+			got, why := verdictOf(sc, m, checks)
+			assert.Equal(t, tt.want.String(), got.String(), "%s; %v", why, checks)
+		})
+	}
 }

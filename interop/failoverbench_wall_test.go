@@ -13,7 +13,12 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fbWall is failoverbench's fake provider (its wall.py) as an in-memory
@@ -505,3 +510,86 @@ type fbFailingReader struct{ err error }
 
 // Read returns the reader's error.
 func (r *fbFailingReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestFailoverBenchWall checks the wall's shapes against wall.py's: a
+// healthy stream is the canonical answer, a word every 15 ms, then the
+// finish chunk, the usage chunk and [DONE]; S05's reset is the error
+// net/http gives; S06's silence ends with the request's context; a fault
+// selected by the model counts attempts per model.
+func TestFailoverBenchWall(t *testing.T) {
+	post := func(ctx context.Context, w *fbWall, model string, stream bool) (*http.Response, error) {
+		body := fmt.Sprintf(`{"model":%q,"stream":%t,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":%q}]}`, model, stream, fbPrompt)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, fbPrimaryBase+"/chat/completions", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+fbPrimaryKey)
+		return w.RoundTrip(req)
+	}
+
+	t.Run("a healthy stream", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w := newFBWall()
+			resp, err := post(context.Background(), w, "fb-ok", true)
+			require.NoError(t, err)
+			assert.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
+			raw, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, 60*fbTiming.tokenInterval, w.since(), "sixty words, 15 ms apart")
+			events := strings.Split(strings.TrimSuffix(string(raw), "\n\n"), "\n\n")
+			require.Len(t, events, 1+60+1+1+1, "role, words, finish, usage, [DONE]")
+			var text strings.Builder
+			for _, e := range events[1:61] {
+				var c fbChunk
+				require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(e, "data: ")), &c))
+				text.WriteString(*c.Choices[0].Delta.Content)
+			}
+			assert.Equal(t, fbCanonical, text.String())
+			assert.JSONEq(t, `{"id":"chatcmpl-fb-1","object":"chat.completion.chunk","created":946684800,"model":"fb-ok","choices":[],"usage":{"prompt_tokens":21,"completion_tokens":60,"total_tokens":81}}`,
+				strings.TrimPrefix(events[62], "data: "))
+			assert.Equal(t, "data: [DONE]", events[63])
+			e := w.entries()
+			require.Len(t, e, 1)
+			assert.Equal(t, "200 stream", e[0].action)
+			assert.Equal(t, "Bearer "+fbPrimaryKey, e[0].auth)
+			assert.Equal(t, 21, e[0].promptTokens)
+		})
+	})
+
+	t.Run("S05's reset is net/http's", func(t *testing.T) {
+		w := newFBWall()
+		_, err := post(context.Background(), w, "fb-s05-reset", true)
+		var op *net.OpError
+		require.ErrorAs(t, err, &op)
+		assert.ErrorIs(t, err, syscall.ECONNRESET)
+		assert.Contains(t, err.Error(), "read: connection reset by peer")
+		resp, err := post(context.Background(), w, "fb-s05-reset", false)
+		require.NoError(t, err, "only the model's first attempt is reset")
+		resp.Body.Close()
+		assert.Equal(t, []int{1, 2}, []int{w.entries()[0].attempt, w.entries()[1].attempt})
+	})
+
+	t.Run("S06's silence ends with the request's context", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w := newFBWall()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := post(ctx, w, "fb-s06-no-response", true)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, 30*time.Second, w.since())
+			_, err = post(context.Background(), w, "fb-s06-no-response", true)
+			assert.ErrorIs(t, err, io.EOF, "after 120 s the wall hangs up")
+			assert.Equal(t, 150*time.Second, w.since())
+		})
+	})
+
+	t.Run("S08's cut is an unexpected EOF after 40 words", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w := newFBWall()
+			resp, err := post(context.Background(), w, "fb-s08-stream-cut", true)
+			require.NoError(t, err)
+			raw, err := io.ReadAll(resp.Body)
+			assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+			assert.Equal(t, 1+40, strings.Count(string(raw), "data: "))
+			assert.Equal(t, "200 stream cut after 40 tokens (no terminating chunk)", w.entries()[0].action)
+		})
+	})
+}
