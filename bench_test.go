@@ -143,6 +143,14 @@ func TestSuccessPathCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	route, err := RouteTo("http://mem.test/v1", "http://fallback.mem.test/v1", http.Header{"Authorization": {"Bearer fb"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routed, err := New(memBase{}, Policy{Fallback: []Route{route}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var g getBodyCounter
 	send := func(rt http.RoundTripper) func() {
 		return func() {
@@ -158,6 +166,10 @@ func TestSuccessPathCost(t *testing.T) {
 	bare := testing.AllocsPerRun(200, send(memBase{}))
 	wrapped := testing.AllocsPerRun(200, send(rt))
 	coordinated := testing.AllocsPerRun(200, send(co))
+	withRoutes := testing.AllocsPerRun(200, send(routed))
+	if withRoutes != wrapped {
+		t.Errorf("a policy with a fallback route costs %.0f allocations on the success path, one without %.0f: routes must cost nothing until used", withRoutes, wrapped)
+	}
 	if extra := wrapped - bare; extra > 2 {
 		t.Errorf("success path costs %.0f allocations more than the bare transport; the target is at most 2", extra)
 	}
@@ -167,7 +179,7 @@ func TestSuccessPathCost(t *testing.T) {
 	if g.calls != 0 {
 		t.Errorf("GetBody called %d times on the success path; want 0 (no body copies)", g.calls)
 	}
-	t.Logf("allocs/op: bare %.0f, llmretry %.0f, coordinated %.0f", bare, wrapped, coordinated)
+	t.Logf("allocs/op: bare %.0f, llmretry %.0f, with a fallback route %.0f, coordinated %.0f", bare, wrapped, withRoutes, coordinated)
 }
 
 // BenchmarkSuccessPathParallel compares the success path of New and of

@@ -77,7 +77,7 @@ type probeKey struct{}
 // request through), numbered 1 for AttemptFromContext.
 type flight struct {
 	context.Context           // the caller's
-	start           time.Time // when the call started; zero unless it has a deadline and a zero Reserve
+	start           time.Time // when the call started; zero unless it has a deadline and a zero Reserve, or a FallbackAfter
 	probe           bool      // the first attempt goes as its key's probe
 }
 

@@ -31,7 +31,9 @@ type Exhausted struct {
 	// the caller of RoundTrip; an Asker must not read or close it.
 	Response *http.Response
 	// Err is the last attempt's error, or nil; the context's error when
-	// the caller's context ended during a wait.
+	// the caller's context ended during a wait. It also carries the error
+	// of a Route the call passed over (see Policy.Fallback), joined,
+	// even when the last attempt got a response.
 	Err error
 	// Routes are the routes the call's attempts took, each once, in the
 	// order first taken: 0 the primary, k the policy's Fallback[k-1] (see
@@ -46,6 +48,8 @@ type Exhausted struct {
 func (e *Exhausted) Error() string {
 	last := "no result"
 	switch {
+	case e.Response != nil && e.Err != nil:
+		last = e.Response.Status + " (" + redactErr(e.Err, e.Request) + ")"
 	case e.Err != nil:
 		last = redactErr(e.Err, e.Request)
 	case e.Response != nil:

@@ -1,9 +1,11 @@
 package llmretry
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -30,7 +32,8 @@ type call struct {
 	fault bool        // err is the request's own (its body, GetBody, a malformed request)
 	cut   error       // the context ended during a wait
 
-	gk      gatekeeper // the call's part in coordination (see gatekeeper)
+	routing            // its routes (see Policy.Fallback); the zero value for a call on its primary alone
+	gk      gatekeeper // the call's part in coordination (see gatekeeper): the latest attempt's route's
 	probe   bool       // the latest attempt went as its provider key's probe
 	refused bool       // the gatekeeper did not let the next attempt go (c.err says why)
 }
@@ -47,7 +50,9 @@ func newCall(f *flight, base http.RoundTripper, p *Policy, req, first *http.Requ
 // run takes over after a failed first attempt (resp, err) and drives the
 // retry loop, one round per answer of the policy's Asker (see runRounds).
 func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
+	defer c.leaveRoutes()
 	c.n, c.resp, c.err = 1, resp, err
+	c.took(0)
 	c.p.runRounds(c.f.Context, c)
 	return c.result()
 }
@@ -55,7 +60,16 @@ func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
 // exhausted is the record an Asker is shown when a round's retries are
 // spent.
 func (c *call) exhausted() *Exhausted {
-	return &Exhausted{Request: c.req, Attempts: c.n, Reason: ErrRetriesSpent, Response: c.resp, Err: c.err}
+	return &Exhausted{Request: c.req, Attempts: c.n, Reason: ErrRetriesSpent, Response: c.resp, Err: c.err, Routes: c.routesTaken()}
+}
+
+// routesTaken returns the routes the call's attempts took, for its record:
+// nil for a policy without Fallback.
+func (c *call) routesTaken() []int {
+	if len(c.p.Fallback) == 0 {
+		return nil
+	}
+	return slices.Clone(c.taken)
 }
 
 // result turns the loop's outcome into what the caller sees: the last
@@ -65,9 +79,12 @@ func (c *call) result() (*http.Response, error) {
 	if c.cut != nil {
 		// The context ended during a wait; the last response was
 		// discarded before it.
-		return nil, &Exhausted{Request: c.req, Attempts: c.n, Reason: c.cut, Err: c.cut}
+		return nil, &Exhausted{Request: c.req, Attempts: c.n, Reason: c.cut, Err: c.cut, Routes: c.routesTaken()}
 	}
-	ex := &Exhausted{Request: c.req, Attempts: c.n, Reason: c.why.reason(c.f.Context), Err: c.err}
+	ex := &Exhausted{Request: c.req, Attempts: c.n, Reason: c.why.reason(c.f.Context), Err: c.err, Routes: c.routesTaken()}
+	if c.routeErr != nil {
+		ex.Err = errors.Join(c.err, c.routeErr) // a route passed over says why
+	}
 	if c.err != nil {
 		return nil, ex
 	}
@@ -101,25 +118,32 @@ func (c *call) send() {
 		latest:    c.lim.latest(),
 		notBefore: c.server,
 	}
-	probe, err := c.gk.admit(c.f.Context, a)
+	route, routed, probe, fault, err := c.admitRoute(c.f.Context, a)
 	c.probe = probe
 	if err != nil {
 		c.resp, c.err = nil, err
-		c.fault = false // the gatekeeper's refusal is not the request's fault
-		c.refused = true
+		c.fault = fault // a gatekeeper's refusal is not the request's fault; a body that fails is
+		c.refused = !fault
 		return
 	}
 	defer c.gk.sent()
-	out := c.first.WithContext(&resend{flight: c.f, n: c.n + 1, probe: probe})
-	if c.getBody != nil {
-		body, err := c.getBody()
-		if err != nil {
-			c.resp, c.err, c.fault = nil, fmt.Errorf("llmretry: rewinding request body: %w", err), true
-			return
+	ctx := &resend{flight: c.f, n: c.n + 1, probe: probe}
+	var out *http.Request
+	if routed != nil {
+		out = routed.WithContext(ctx)
+	} else {
+		out = c.first.WithContext(ctx)
+		if c.getBody != nil {
+			body, err := c.getBody()
+			if err != nil {
+				c.resp, c.err, c.fault = nil, fmt.Errorf("llmretry: rewinding request body: %w", err), true
+				return
+			}
+			out.Body = body
 		}
-		out.Body = body
 	}
 	c.n++
+	c.took(route)
 	c.out = out
 	c.gk.begin()
 	c.resp, c.err = c.p.roundTrip(c.base, out)
@@ -144,7 +168,13 @@ func (c *call) decide() bool {
 		c.why = stopHeld
 		return false
 	}
+	if c.n == 0 {
+		// Nothing was sent: the request's own fault (its body) ended it.
+		c.why = stopFinal
+		return false
+	}
 	why, says, server := c.classify()
+	first := why
 	sched := c.p.scheduleWait(c.retries+1, c.lim.hasDeadline())
 	var body []byte // what was read of the body, if anything
 	if why == stopNone && c.resp != nil && c.event == nil && readableBody(c.resp.Header.Get("Content-Type")) {
@@ -187,14 +217,26 @@ func (c *call) decide() bool {
 		}
 		wait, why = c.p.plan(own, server, now, c.lim)
 	}
+	moved := false
+	if len(c.p.Fallback) > 0 {
+		c.next = c.route
+		if to, ok := c.goAround(first, why, says, c.outcomeStatus(), now); ok {
+			// Go around, at once: the next route's facts are its own.
+			c.next, wait, why, moved = to, 0, stopNone, true
+		} else if why == stopNone && says == healthDown && c.route > 0 {
+			// The last route that could take it is down too: wait as on
+			// the primary, and try again from it.
+			c.next = 0
+		}
+	}
 	c.why = why
-	held := v.held && why == stopNone
+	held := v.held && why == stopNone && !moved
 	c.record(wait, held)
 	if why != stopNone {
 		return false
 	}
 	c.server = time.Time{}
-	if server.set && !(fromReset && v.paced) {
+	if server.set && !moved && !(fromReset && v.paced) {
 		// (A reset is when the limit is full again; a paced call goes at
 		// its turn, sooner.)
 		c.server = now.Add(server.d)
@@ -214,6 +256,7 @@ func (c *call) retryAtOnce() bool {
 	if !c.atOnce() {
 		return false
 	}
+	c.next = 0 // a new round starts from the primary
 	c.discard(c.wait)
 	return true
 }
@@ -285,6 +328,19 @@ func (c *call) classify() (stop, health, pause) {
 	return stopNone, says, server
 }
 
+// outcomeStatus returns the status the latest result stands for: its
+// response's, or that of the error a 2xx stream opened with; 0 for an
+// error.
+func (c *call) outcomeStatus() int {
+	switch {
+	case c.resp == nil:
+		return 0
+	case c.event != nil:
+		return c.event.status()
+	}
+	return c.resp.StatusCode
+}
+
 // outcome is what the latest attempt's result says, for the gatekeeper:
 // its health, server's wait and signals' body as decide found them, and
 // the schedule's wait before its retry.
@@ -329,7 +385,7 @@ func (c *call) record(retryIn time.Duration, held bool) {
 		return
 	}
 	c.recorded = c.n
-	a := Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: c.probe, Held: held}
+	a := Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: c.probe, Route: c.route, Held: held}
 	if c.why != stopNone {
 		a.Stop = c.why.reason(c.f.Context)
 	}

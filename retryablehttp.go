@@ -29,7 +29,7 @@ import (
 // that decide sees it like any other: the first attempt never pays for
 // this set-up.
 func (c *call) round() stop {
-	replay := true
+	replay := c.n > 0 // a call that started around its primary sent nothing yet
 	rc := &retryablehttp.Client{
 		HTTPClient: &http.Client{
 			// attemptTransport has no CloseIdleConnections, so the calls

@@ -73,10 +73,16 @@ func (t *Transport) baseRT() http.RoundTripper {
 // keeperFor returns the gatekeeper of a call of req under policy p: the
 // Transport's, or, for the zero Transport, noGatekeeper.
 func (t *Transport) keeperFor(req *http.Request, p *Policy) gatekeeper {
+	return t.keepersOrNone().join(req, p, 0)
+}
+
+// keepersOrNone returns the Transport's gatekeepers: noGatekeeper for the
+// zero Transport.
+func (t *Transport) keepersOrNone() gatekeepers {
 	if t.keepers == nil {
 		return noGatekeeper{}
 	}
-	return t.keepers.join(req, p, 0)
+	return t.keepers
 }
 
 // policyFor returns the policy for a request: its context's, else the
@@ -117,8 +123,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// that llmretry layers below us pass it through.
 	p := t.policyFor(cp)
 	f := &flight{Context: ctx}
-	if _, ok := ctx.Deadline(); ok && p.Reserve == 0 {
-		f.start = time.Now() // the default reserve is a share of the time left now
+	if _, ok := ctx.Deadline(); ok && p.Reserve == 0 || p.FallbackAfter > 0 {
+		// The default reserve is a share of the time left now;
+		// FallbackAfter counts from now.
+		f.start = time.Now()
 	}
 	out := req.WithContext(f)
 	getBody := req.GetBody
@@ -137,9 +145,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	gk := t.keeperFor(req, p)
 	defer gk.leave()
-	probe, err := gk.admit(ctx, admission{n: 1})
+	probe, err := gk.admit(ctx, admission{n: 1, elsewhere: len(p.Fallback) > 0})
 	if err != nil {
 		closeBody(out)
+		if len(p.Fallback) > 0 && isDown(err) {
+			// Its primary is held: the call starts on a route that is up.
+			c := newCall(f, base, p, req, out, getBody)
+			c.gk, c.keepers = gk, t.keepersOrNone()
+			return c.around()
+		}
 		return nil, &Exhausted{Request: req, Reason: heldReason(ctx), Err: err}
 	}
 	f.probe = probe
@@ -162,6 +176,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c := newCall(f, base, p, req, out, getBody)
 	c.gk, c.probe, c.event = gk, probe, ev
+	c.keepers = t.keepersOrNone()
 	return c.run(resp, err)
 }
 
