@@ -15,8 +15,9 @@ func fbMark(v fbVerdict) string {
 	return [...]string{"✅ pass", "◐ partial", "○ safe", "❌ fail"}[v]
 }
 
-// renderFailoverBench renders the doc; rows are fbRows' cells.
-func renderFailoverBench(rows [][]fbCell) string {
+// renderFailoverBench renders the doc; rows are fbRows' cells, undone
+// fbChoices' cells.
+func renderFailoverBench(rows [][]fbCell, undone []fbCell) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
@@ -60,6 +61,13 @@ func renderFailoverBench(rows [][]fbCell) string {
 	}
 	for _, p := range fbPublished {
 		w("| %s | %d | %d | %d | %d |\n", p.name, p.totals[fbPass], p.totals[fbPartial], p.totals[fbSafe], p.totals[fbFail])
+	}
+
+	w("\n## What each choice changes\n\n| choice | cell | with it | without it |\n|---|---|---|---|\n")
+	for i, c := range fbChoices {
+		with := rows[c.row][c.index()]
+		w("| %s | %s, %s | %s<br><sub>%s</sub> | %s<br><sub>%s</sub><br>%s |\n", c.choice, c.scenario, fbRows[c.row].name,
+			fbMark(with.verdict), with.detail, fbMark(undone[i].verdict), undone[i].detail, c.without)
 	}
 
 	w("\n## Check-level detail\n")

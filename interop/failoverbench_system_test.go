@@ -119,23 +119,24 @@ func fbModelRoute(route llmretry.Route, model string) llmretry.Route {
 type fbRow struct {
 	name        string
 	hasFallback bool // the capability failoverbench asks a system to declare
-	// transport returns the row's llmretry Transport over the wall, for a
-	// scenario whose fallback model is fallbackModel.
-	transport func(wall http.RoundTripper, fallbackModel string) (http.RoundTripper, error)
+	// policy returns the row's policy for a scenario whose fallback model
+	// is fallbackModel.
+	policy func(fallbackModel string) (llmretry.Policy, error)
+}
+
+// transport returns the row's llmretry Transport over wall.
+func (r fbRow) transport(wall http.RoundTripper, fallbackModel string) (http.RoundTripper, error) {
+	p, err := r.policy(fallbackModel)
+	if err != nil {
+		return nil, err
+	}
+	return llmretry.New(wall, p)
 }
 
 // fbRows are our rows: llmretry with one fallback, and without.
 var fbRows = []fbRow{
-	{name: "llmretry + 1 fallback", hasFallback: true, transport: func(wall http.RoundTripper, model string) (http.RoundTripper, error) {
-		p, err := fbWithFallback(model)
-		if err != nil {
-			return nil, err
-		}
-		return llmretry.New(wall, p)
-	}},
-	{name: "llmretry, no fallback", transport: func(wall http.RoundTripper, _ string) (http.RoundTripper, error) {
-		return llmretry.New(wall, fbHost())
-	}},
+	{name: "llmretry + 1 fallback", hasFallback: true, policy: fbWithFallback},
+	{name: "llmretry, no fallback", policy: func(string) (llmretry.Policy, error) { return fbHost(), nil }},
 }
 
 // fbClient is openai-go as the host uses it: the primary's base URL and

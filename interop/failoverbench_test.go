@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -33,7 +34,11 @@ func TestFailoverBench(t *testing.T) {
 			rows[i] = append(rows[i], runFBCell(t, row, sc))
 		}
 	}
-	doc := renderFailoverBench(rows)
+	undone := make([]fbCell, len(fbChoices))
+	for i, c := range fbChoices {
+		undone[i] = c.run(t)
+	}
+	doc := renderFailoverBench(rows, undone)
 	path := filepath.Join("..", "docs", "failoverbench.md")
 	if os.Getenv(writeTableEnv) == "1" {
 		require.NoError(t, os.WriteFile(path, []byte(doc), 0o644))
@@ -64,6 +69,15 @@ func TestFailoverBench(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("each choice of the host's changes its cell", func(t *testing.T) {
+		for i, c := range fbChoices {
+			assert.Equal(t, c.want.String(), undone[i].verdict.String(), "%s, without %q (%s): %s (%s)",
+				c.scenario, c.choice, c.without, undone[i].reason, undone[i].detail)
+			with := rows[c.row][c.index()]
+			assert.NotEqual(t, with.verdict.String(), undone[i].verdict.String(), "%s: the choice %q changes the verdict", c.scenario, c.choice)
+		}
+	})
 
 	t.Run("no primary credential reaches the fallback host", func(t *testing.T) {
 		for i := range fbRows {
@@ -224,4 +238,58 @@ func fbTotals(cells []fbCell) [4]int {
 		n[c.verdict]++
 	}
 	return n
+}
+
+// fbChoice is one of the host's choices, undone: a cell of one of our
+// rows run without it, to show what the choice changes.
+type fbChoice struct {
+	choice   string // the choice, as the doc names it
+	without  string // what the cell runs with instead
+	row      int    // the row, in fbRows
+	scenario string
+	// change undoes the choice in the row's policy; nil leaves it.
+	change func(*llmretry.Policy)
+	// cutAsDeadline gives the call the scenario's hang cut-off (max_wall_s)
+	// as its deadline instead of the budget the scenario states.
+	cutAsDeadline bool
+	want          fbVerdict // the cell's verdict without the choice
+}
+
+// fbChoices are the choices that change a verdict.
+var fbChoices = []fbChoice{
+	{choice: "FallbackAfter 1 s", without: "FallbackAfter 0: the first 500 leaves the primary",
+		row: 0, scenario: "S03", change: func(p *llmretry.Policy) { p.FallbackAfter = 0 }, want: fbPartial},
+	{choice: "a 10-s first-token limit with a fallback", without: "FirstEventTimeout 30 s",
+		row: 0, scenario: "S07", change: func(p *llmretry.Policy) { p.FirstEventTimeout = 30 * time.Second }, want: fbPartial},
+	{choice: "no first-token limit without a fallback", without: "FirstEventTimeout 10 s: each attempt abandoned at 10 s and resent",
+		row: 1, scenario: "S07", change: func(p *llmretry.Policy) { p.FirstEventTimeout = fbTTFTLimit }, want: fbSafe},
+	{choice: "S06's deadline is the budget it states, 100 s", without: "the 130-s hang cut-off as the deadline",
+		row: 1, scenario: "S06", cutAsDeadline: true, want: fbFail},
+}
+
+// index returns the choice's scenario's index in the catalogue.
+func (c fbChoice) index() int {
+	for i, sc := range fbCatalogue {
+		if sc.id == c.scenario {
+			return i
+		}
+	}
+	panic("failoverbench: no scenario " + c.scenario)
+}
+
+// run runs the choice's cell without the choice.
+func (c fbChoice) run(t *testing.T) fbCell {
+	base := fbRows[c.row]
+	row := fbRow{name: base.name, hasFallback: base.hasFallback, policy: func(model string) (llmretry.Policy, error) {
+		p, err := base.policy(model)
+		if err == nil && c.change != nil {
+			c.change(&p)
+		}
+		return p, err
+	}}
+	sc := fbCatalogue[c.index()]
+	if c.cutAsDeadline {
+		sc.budget = 0
+	}
+	return runFBCell(t, row, sc)
 }
