@@ -72,6 +72,10 @@ type attemptKey struct{}
 // whether it is its provider key's probe.
 type probeKey struct{}
 
+// routeKey is the context key under which an attempt's request carries
+// the route it takes (see Policy.Fallback).
+type routeKey struct{}
+
 // flight is the context of the first attempt of a RoundTrip: the caller's,
 // marked as inside a retrying call (so that llmretry layers below pass the
 // request through), numbered 1 for AttemptFromContext.
@@ -91,6 +95,8 @@ func (f *flight) Value(key any) any {
 		return 1
 	case probeKey:
 		return f.probe
+	case routeKey:
+		return 0
 	}
 	return f.Context.Value(key)
 }
@@ -101,6 +107,7 @@ type resend struct {
 	*flight
 	n     int
 	probe bool // the attempt goes as its key's probe
+	route int  // the route it takes: 0 the primary
 }
 
 // Value returns the attempt number and whether it is a probe; other keys
@@ -111,6 +118,8 @@ func (r *resend) Value(key any) any {
 		return r.n
 	case probeKey:
 		return r.probe
+	case routeKey:
+		return r.route
 	}
 	return r.flight.Value(key)
 }
@@ -141,4 +150,17 @@ func ProbeFromContext(ctx context.Context) bool {
 	}
 	p, _ := ctx.Value(probeKey{}).(bool)
 	return p
+}
+
+// RouteFromContext returns the route the llmretry attempt whose request
+// carries ctx takes: 0 for the primary (the request as the caller made
+// it), k for the policy's Fallback[k-1] (see Policy.Fallback). A
+// RoundTripper below a Transport (an instrumentation layer, say) can label
+// the attempt with it before it ends. It returns 0 for any other context.
+func RouteFromContext(ctx context.Context) int {
+	if ctx == nil {
+		return 0
+	}
+	r, _ := ctx.Value(routeKey{}).(int)
+	return r
 }

@@ -223,3 +223,29 @@ func TestTransportInsideDoPassesThrough(t *testing.T) {
 type statusError struct{ code int }
 
 func (e *statusError) Error() string { return http.StatusText(e.code) }
+
+// RouteFromContext says, as each attempt is sent, the route that
+// Attempt.Route reports afterwards; 0 for any other context.
+func TestRouteFromContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []int
+		prim, fb := newProvider(fail(503)), newProvider(fail(503), ok)
+		hosts := byHost{"api.example.test": prim, "fallback.example.test": fb}
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			seen = append(seen, RouteFromContext(r.Context()))
+			mu.Unlock()
+			return hosts.RoundTrip(r)
+		})
+		var rec recorder
+		rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second, time.Second}, OnAttempt: rec.on, Fallback: []Route{routeTo(t, fallbackBase, "FB")}})
+		resp, err := post(t, rt, context.Background())
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, []int{0, 1, 0, 1}, seen)
+		assert.Equal(t, seen, routesOf(&rec))
+		assert.Zero(t, RouteFromContext(context.Background()))
+		assert.Zero(t, RouteFromContext(nil)) //nolint:staticcheck // a nil context is answered, not dereferenced
+	})
+}

@@ -127,7 +127,7 @@ func (c *call) send() {
 		return
 	}
 	defer c.gk.sent()
-	ctx := &resend{flight: c.f, n: c.n + 1, probe: probe}
+	ctx := &resend{flight: c.f, n: c.n + 1, probe: probe, route: route}
 	var out *http.Request
 	if routed != nil {
 		out = routed.WithContext(ctx)

@@ -33,10 +33,14 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	ctx := req.Context()
 	n := llmretry.AttemptFromContext(ctx)
 	probe := llmretry.ProbeFromContext(ctx)
+	route := llmretry.RouteFromContext(ctx)
 	port, implied := serverPort(req.URL)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		if probe {
 			span.SetAttributes(keyProbe.Bool(true))
+		}
+		if route > 0 {
+			span.SetAttributes(keyRoute.Int(route))
 		}
 		// otelhttp has set its own attributes when the span started; the
 		// later value of a key wins (the span has not been exported yet).
@@ -68,7 +72,7 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			labeler.Add(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
 		}
 	}
-	t.tel.countAttempt(ctx, req, resp, err, n > 1, probe)
+	t.tel.countAttempt(ctx, req, resp, err, n > 1, probe, route)
 	return resp, err
 }
 

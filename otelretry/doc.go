@@ -66,6 +66,11 @@
 //     llmretry.probe=true on its span and on its llmretry.attempts point,
 //     read from llmretry.ProbeFromContext as it is sent, whatever its
 //     result.
+//   - An attempt sent on a fallback route (llmretry.Policy.Fallback)
+//     carries llmretry.route=k (its Fallback[k-1]) on its span and on its
+//     llmretry.attempts point, read from llmretry.RouteFromContext; an
+//     attempt on the primary carries none. Its span's server.address and
+//     url.full are the fallback's.
 //   - A base error whose text quotes a credential of the request (its
 //     query, user information, the value of Authorization, x-api-key,
 //     api-key, x-goog-api-key, Proxy-Authorization or Cookie, or a key=,

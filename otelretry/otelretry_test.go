@@ -3,6 +3,7 @@ package otelretry
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -426,4 +427,33 @@ func telemetryText(t *testing.T, r *rig) string {
 		}
 	}
 	return b.String()
+}
+
+// An attempt on a fallback route carries llmretry.route on its span and on
+// its llmretry.attempts point; an attempt on the primary carries none.
+func TestRouteAttribute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig()
+		p := newProvider(step{status: 503}, step{status: 200})
+		route, err := llmretry.RouteTo("https://api.example.com/v1", "https://fallback.example.com/v1", http.Header{"Authorization": {"Bearer fb"}})
+		require.NoError(t, err)
+		rt, err := New(p, llmretry.Policy{Fallback: []llmretry.Route{route}}, r.opts()...)
+		require.NoError(t, err)
+
+		r.callInTurn(t, rt)
+
+		spans := r.clientSpans()
+		require.Len(t, spans, 2)
+		_, ok := attr(spans[0].Attributes(), keyRoute)
+		assert.False(t, ok, "none on the primary")
+		v, ok := attr(spans[1].Attributes(), keyRoute)
+		assert.True(t, ok)
+		assert.Equal(t, int64(1), v.AsInt64())
+		addr, _ := attr(spans[1].Attributes(), semconv.ServerAddressKey)
+		assert.Equal(t, "fallback.example.com", addr.AsString())
+		assert.Equal(t, map[string]int64{
+			"http.response.status_code=503 llmretry.resend=false server.address=api.example.com":                      1,
+			"http.response.status_code=200 llmretry.resend=true llmretry.route=1 server.address=fallback.example.com": 1,
+		}, counts(t, findMetric(t, r.collect(t), metricAttempts)))
+	})
 }

@@ -35,6 +35,7 @@ const (
 	keyKey      = attribute.Key("llmretry.key")
 	keyResend   = attribute.Key("llmretry.resend")
 	keyProbe    = attribute.Key("llmretry.probe")
+	keyRoute    = attribute.Key("llmretry.route")
 	keyAttempts = attribute.Key("llmretry.attempts")
 )
 
@@ -187,9 +188,10 @@ func outcome(resp *http.Response, err error) (string, attribute.KeyValue) {
 }
 
 // countAttempt counts one attempt sent to req's server, by its result
-// (resp or err), whether it was a resend and whether it was its key's
-// probe (llmretry.probe, present only when true).
-func (t *telemetry) countAttempt(ctx context.Context, req *http.Request, resp *http.Response, err error, resend, probe bool) {
+// (resp or err), whether it was a resend, whether it was its key's probe
+// (llmretry.probe, present only when true) and its route (llmretry.route,
+// present only for a fallback: see llmretry.Policy.Fallback).
+func (t *telemetry) countAttempt(ctx context.Context, req *http.Request, resp *http.Response, err error, resend, probe bool, route int) {
 	if err != nil || resp == nil {
 		// Error types are many and rare: their sets are not kept.
 		_, result := outcome(resp, err)
@@ -197,10 +199,13 @@ func (t *telemetry) countAttempt(ctx context.Context, req *http.Request, resp *h
 		if probe {
 			attrs = append(attrs, keyProbe.Bool(true))
 		}
+		if route > 0 {
+			attrs = append(attrs, keyRoute.Int(route))
+		}
 		t.attempts.Add(ctx, 1, metric.WithAttributes(attrs...))
 		return
 	}
-	k := setKey{kind: setAttempt, host: host(req), code: resp.StatusCode, flag: resend, probe: probe}
+	k := setKey{kind: setAttempt, host: host(req), code: resp.StatusCode, flag: resend, probe: probe, route: route}
 	t.attempts.Add(ctx, 1, t.sets.get(k).add...)
 }
 
@@ -230,14 +235,14 @@ const (
 	setCallAttempts                // llmretry.call.attempts: host, outcome
 )
 
-// setKey names one cached attribute set. A route (fallback routes, issue
-// 21) would join the key here and the sets in setKey.attributes.
+// setKey names one cached attribute set.
 type setKey struct {
 	kind   setKind
 	host   string
 	code   int    // setAttempt: the status code
 	flag   bool   // setAttempt: a resend
 	probe  bool   // setAttempt: its key's probe
+	route  int    // setAttempt: its route, 0 the primary
 	what   string // setCall, setCallAttempts: the outcome
 	reason string // setCall: the reason of a give-up
 }
@@ -247,10 +252,14 @@ func (k setKey) attributes() []attribute.KeyValue {
 	addr := semconv.ServerAddress(k.host)
 	switch k.kind {
 	case setAttempt:
+		kvs := []attribute.KeyValue{addr, semconv.HTTPResponseStatusCode(k.code), keyResend.Bool(k.flag)}
 		if k.probe {
-			return []attribute.KeyValue{addr, semconv.HTTPResponseStatusCode(k.code), keyResend.Bool(k.flag), keyProbe.Bool(true)}
+			kvs = append(kvs, keyProbe.Bool(true))
 		}
-		return []attribute.KeyValue{addr, semconv.HTTPResponseStatusCode(k.code), keyResend.Bool(k.flag)}
+		if k.route > 0 {
+			kvs = append(kvs, keyRoute.Int(k.route))
+		}
+		return kvs
 	case setCall:
 		if k.reason != "" {
 			return []attribute.KeyValue{addr, keyOutcome.String(k.what), keyReason.String(k.reason)}
