@@ -116,7 +116,7 @@ func azureChatCompletion(text string) reply {
 }
 
 // openai-go under llmretry with Azure OpenAI as its fallback: OpenAI's 503
-// (and a refused connection, and a 429 asking for an hour) moves the call
+// (a refused connection, a 429 asking for an hour, a spent quota) moves the call
 // to Azure at once; the caller reads Azure's answer, its model name and
 // usage; Azure receives its own key, the deployment's path and
 // api-version, and nothing of OpenAI's key or account.
@@ -128,6 +128,7 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 		{"503", openAIError(503, "The server is overloaded or not ready yet.", "server_error", "", "")},
 		{"a refused connection", connRefused()},
 		{"a 429 asking for an hour", openAIRateLimited("3600")},
+		{"a spent quota", openAIInsufficientQuota()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -389,6 +390,44 @@ func TestAnthropicFallbackToKeyB(t *testing.T) {
 		})
 	}
 
+	// The trap withModel avoids: a Route that changes the body's length
+	// but not ContentLength. net/http refuses the request, which llmretry
+	// takes as the request's own fault: the call ends there, with the
+	// primary's request never resent.
+	t.Run("a Route that forgets ContentLength ends the call", func(t *testing.T) {
+		prov := newProviderFunc(func(c call, _ int) reply {
+			if c.header.Get("X-Api-Key") == dummyAnthropicKeyB {
+				return anthropicAnswer("Hello from key B!", "claude-haiku-4-5-20251001", 14, 5)
+			}
+			return anthropicError(529, "overloaded_error", "Overloaded")
+		})
+		srv := httptest.NewServer(prov) // net/http checks the length on the wire
+		defer srv.Close()
+		toB := keyB(t, srv.URL)
+		sloppy := func(r *http.Request) (*http.Request, error) {
+			r, err := toB(r)
+			if err != nil {
+				return nil, err
+			}
+			raw, err := io.ReadAll(r.Body)
+			if err != nil {
+				return nil, err
+			}
+			raw = bytes.Replace(raw, []byte(`"`+anthropicModel+`"`), []byte(`"`+anthropicFallbackModel+`"`), 1)
+			r.Body = io.NopCloser(bytes.NewReader(raw)) // ContentLength left as the caller's
+			return r, nil
+		}
+		var rec recorder
+		rt := retrying(t, http.DefaultTransport, llmretry.Policy{OnAttempt: rec.on, Fallback: []llmretry.Route{sloppy}})
+		client := anthropicClient(srv.URL+"/", rt, antoption.WithMaxRetries(0))
+		_, err := client.Messages.New(context.Background(), anthropicParams())
+		require.Error(t, err)
+		assert.ErrorIs(t, err, llmretry.ErrNotRetryable)
+		assert.Contains(t, err.Error(), "ContentLength=")
+		assert.Equal(t, []int{0, 1}, rec.routes())
+		assert.Equal(t, 1, prov.attempts(), "key B never reached, key A never asked again")
+	})
+
 	t.Run("a 401 stays with key A", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prov := newProvider(anthropicError(401, "authentication_error", "invalid x-api-key"))
@@ -404,8 +443,9 @@ func TestAnthropicFallbackToKeyB(t *testing.T) {
 }
 
 // The same over real connections, streaming, with key B on another
-// server: key A's stream opens with overloaded_error (RetryStreams), key
-// B's is read whole; key B's server sees key B and no byte of key A.
+// server and another model: key A's stream opens with overloaded_error
+// (RetryStreams), key B's is read whole; key B's server sees key B, the
+// other model, the stream flag, and no byte of key A.
 func TestAnthropicFallbackToKeyBStream(t *testing.T) {
 	overloaded := reply{status: 200, header: anthropicHeaders("text/event-stream; charset=utf-8"),
 		events: []string{"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"}}
@@ -417,7 +457,7 @@ func TestAnthropicFallbackToKeyBStream(t *testing.T) {
 	toB, err := llmretry.RouteTo(srvA.URL, srvB.URL, http.Header{"X-Api-Key": {dummyAnthropicKeyB}})
 	require.NoError(t, err)
 	var rec recorder
-	rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on, Fallback: []llmretry.Route{toB}})
+	rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on, Fallback: []llmretry.Route{withModel(toB, anthropicFallbackModel)}})
 	text, err := anthropicStreamText(t, anthropicClient(srvA.URL+"/", rt, antoption.WithMaxRetries(0)))
 	require.NoError(t, err)
 	assert.Equal(t, "Hello from key B!", text)
@@ -425,7 +465,63 @@ func TestAnthropicFallbackToKeyBStream(t *testing.T) {
 	require.Equal(t, 1, keyBProv.attempts())
 	c := keyBProv.received()[0]
 	assert.Equal(t, "/v1/messages", c.path)
+	assert.Contains(t, c.body, `"model":"`+anthropicFallbackModel+`"`)
+	assert.Contains(t, c.body, `"stream":true`)
 	assert.Equal(t, dummyAnthropicKeyB, c.header.Get("X-Api-Key"))
 	assert.Empty(t, c.header.Values("Authorization"))
 	assertNoByteOf(t, dummyAnthropicKey, keyBProv.received())
+}
+
+// --- The README's set-up: one Transport, both routes ---
+
+// The README's five lines: one Transport under both SDKs, with OpenAI →
+// Azure OpenAI (its v1 API: no api-version, the model is the deployment's
+// name) and Anthropic key A → key B. Each route applies to its own API
+// only: an OpenAI call takes route 1, an Anthropic call passes route 1
+// over (RouteTo refuses a request outside its fromBase) and takes route 2.
+func TestFallbackReadmeSetUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		azureV1 := strings.TrimSuffix(fakeAzureURL, "/deployments/gpt-4o") + "/v1"
+		azure, err := llmretry.RouteTo(strings.TrimSuffix(fakeOpenAIURL, "/"), azureV1, http.Header{"Api-Key": {dummyAzureKey}})
+		require.NoError(t, err)
+		keyB, err := llmretry.RouteTo(strings.TrimSuffix(fakeAnthropicURL, "/"), strings.TrimSuffix(fakeAnthropicURL, "/"), http.Header{"X-Api-Key": {dummyAnthropicKeyB}})
+		require.NoError(t, err)
+
+		openAI := newProvider(openAIError(503, "The server is overloaded or not ready yet.", "server_error", "", ""))
+		azureProv := newProvider(azureChatCompletion("Hello from Azure!"))
+		anthropicProv := newProviderFunc(func(c call, _ int) reply {
+			if c.header.Get("X-Api-Key") == dummyAnthropicKeyB {
+				return anthropicAnswer("Hello from key B!", "claude-sonnet-4-5-20250929", 14, 5)
+			}
+			return anthropicError(529, "overloaded_error", "Overloaded")
+		})
+		var rec recorder
+		rt := retrying(t, hosts{"api.openai.test": openAI, "my-resource.openai.azure.test": azureProv, "api.anthropic.test": anthropicProv}, llmretry.Policy{
+			OnAttempt: rec.on,
+			Fallback:  []llmretry.Route{azure, keyB},
+		})
+
+		oa := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
+		got, err := oa.Chat.Completions.New(context.Background(), openAIParams())
+		require.NoError(t, err)
+		assert.Equal(t, "gpt-4o-2024-11-20", got.Model)
+		require.Equal(t, 1, azureProv.attempts())
+		c := azureProv.received()[0]
+		assert.Equal(t, "/openai/v1/chat/completions", c.path)
+		assert.Empty(t, c.query)
+		assert.Equal(t, dummyAzureKey, c.header.Get("Api-Key"))
+		assert.Contains(t, c.body, `"model":"gpt-4o-mini"`, "on Azure's v1 API, the name of a deployment")
+		assertNoByteOf(t, dummyOpenAIKey, azureProv.received())
+		assert.Equal(t, []int{0, 1}, rec.routes())
+
+		rec = recorder{}
+		an := anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0))
+		msg, err := an.Messages.New(context.Background(), anthropicParams())
+		require.NoError(t, err)
+		assert.Equal(t, "Hello from key B!", msg.Content[0].Text)
+		assert.Equal(t, []int{0, 2}, rec.routes(), "route 1 (Azure) passed over")
+		assert.Equal(t, 2, anthropicProv.attempts())
+		assertNoByteOf(t, dummyAnthropicKey, anthropicProv.received()[1:])
+		assert.Equal(t, 1, azureProv.attempts(), "Azure never saw the Anthropic call")
+	})
 }
