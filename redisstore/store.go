@@ -50,6 +50,7 @@ type Store struct {
 	mu       sync.Mutex
 	closed   bool
 	watchers map[*watcher]struct{}
+	added    uint64         // watchers ever added: the next one's seq
 	sub      *subscription  // nil while nobody watches
 	subs     sync.WaitGroup // subscription goroutines
 	calls    sync.WaitGroup // Redis calls in flight

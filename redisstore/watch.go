@@ -1,10 +1,12 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +18,8 @@ import (
 
 // watcher is one Watch registration.
 type watcher struct {
-	fn func(key string, f store.Facts)
+	fn  func(key string, f store.Facts)
+	seq uint64 // the order it was added in: notices reach watchers in it
 }
 
 // subscription is the Store's one subscription to its channel, shared by
@@ -44,7 +47,8 @@ type subscription struct {
 // failure, or a silent drop its pings found), fn is called once with an
 // empty name and zero Facts, as the store.Store contract says, since
 // what was published meanwhile is lost. fn must return promptly and must
-// not call the Store.
+// not call the Store. A notice reaches the Store's watchers one after the
+// other, in the order they were added.
 //
 // Watch returns once Redis has confirmed the Store's subscription, so that
 // no change made after it returns is missed while Redis is healthy, or
@@ -52,12 +56,13 @@ type subscription struct {
 // goes on trying). A watcher added to a running subscription does not
 // wait.
 func (s *Store) Watch(fn func(key string, f store.Facts)) (stop func()) {
-	w := &watcher{fn: fn}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return func() {}
 	}
+	s.added++
+	w := &watcher{fn: fn, seq: s.added}
 	s.watchers[w] = struct{}{}
 	if s.sub == nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -226,16 +231,19 @@ func (s *Store) notice(msg string) (string, store.Facts, bool) {
 // version may be: Redis's clock may differ from it, not by this much.
 const versionSlack = time.Hour
 
-// dispatch calls every watcher with a notice.
+// dispatch calls every watcher with a notice, one after the other, in the
+// order they were added: a watcher added after a Transport's (a test's,
+// say) hears of a change only once the Transport has taken it in.
 func (s *Store) dispatch(name string, f store.Facts) {
 	s.mu.Lock()
-	fns := make([]func(string, store.Facts), 0, len(s.watchers))
+	ws := make([]*watcher, 0, len(s.watchers))
 	for w := range s.watchers {
-		fns = append(fns, w.fn)
+		ws = append(ws, w)
 	}
 	s.mu.Unlock()
-	for _, fn := range fns {
-		fn(name, f)
+	slices.SortFunc(ws, func(a, b *watcher) int { return cmp.Compare(a.seq, b.seq) })
+	for _, w := range ws {
+		w.fn(name, f)
 	}
 }
 
