@@ -109,6 +109,26 @@ func (c *call) goAround(first, planned stop, says health, status int, now time.T
 	return 0, false
 }
 
+// routeFault reports whether the latest attempt, on a fallback, failed as
+// the request's own fault before any provider answered (classify's
+// verdict, why and says): the request its Route made (a ContentLength
+// that does not match its new body, say), not the caller's, which its
+// primary sent. The route is then passed over for the rest of the call,
+// as if its Route had failed, and the call goes on elsewhere.
+func (c *call) routeFault(why stop, says health) bool {
+	if c.route == 0 || c.err == nil || why != stopFinal || says != healthNone || c.fault || c.f.Context.Err() != nil {
+		return false
+	}
+	if c.broken == nil {
+		c.broken = make([]bool, c.routes())
+	}
+	c.broken[c.route] = true
+	if c.routeErr == nil {
+		c.routeErr = fmt.Errorf("llmretry: route %d: its request failed before any answer: %w", c.route, c.err)
+	}
+	return true
+}
+
 // isBroken reports whether route r's Route failed earlier in the call.
 func (c *call) isBroken(r int) bool { return r < len(c.broken) && c.broken[r] }
 

@@ -388,3 +388,38 @@ func TestFallbackPolicyValidate(t *testing.T) {
 	assert.ErrorContains(t, err, "Policy.Fallback[0] is nil")
 	assert.ErrorContains(t, err, "Policy.FallbackAfter is negative")
 }
+
+// A fallback's request that fails before any provider answers, for its own
+// fault (a Route that changed the body and not ContentLength, say), passes
+// the route over: the call goes on with its primary, and its record says
+// why the route was not asked.
+func TestFallbackRouteRequestFault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder
+		prim := newProvider(fail(503), fail(503), ok)
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Host == "fallback.example.test" {
+				return nil, errors.New("http: ContentLength=13 with Body length 20")
+			}
+			return prim.mock.RoundTrip(r)
+		})
+		rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second, time.Second}, OnAttempt: rec.on, Fallback: []Route{routeTo(t, fallbackBase, "FB")}})
+		resp, err := post(t, rt, context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, `{"answer":42}`, bodyOf(t, resp))
+		assert.Equal(t, []int{0, 1, 0, 0}, routesOf(&rec), "the primary, the route refused, then the primary by its schedule, whose retries the refused route did not spend")
+		assert.Equal(t, 3, prim.attempts())
+
+		// Its record, when the call gives up: the primary's own failure,
+		// with the route's.
+		prim = newProvider(fail(503))
+		resp, err = post(t, rt, context.Background())
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 503, resp.StatusCode)
+		ex := GaveUp(resp)
+		require.NotNil(t, ex)
+		assert.ErrorContains(t, ex.Err, "route 1: its request failed before any answer")
+		assert.Contains(t, ex.Error(), "503 Service Unavailable (")
+	})
+}

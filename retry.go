@@ -174,6 +174,14 @@ func (c *call) decide() bool {
 		return false
 	}
 	why, says, server := c.classify()
+	routeFault := c.routeFault(why, says)
+	if routeFault {
+		// The route's request, not the call's: elsewhere it may go, and
+		// the move that sent it, which reached no provider, spends no
+		// retry.
+		why = stopNone
+		c.retries = max(0, c.retries-1)
+	}
 	first := why
 	sched := c.p.scheduleWait(c.retries+1, c.lim.hasDeadline())
 	var body []byte // what was read of the body, if anything
@@ -220,10 +228,14 @@ func (c *call) decide() bool {
 	moved := false
 	if len(c.p.Fallback) > 0 {
 		c.next = c.route
-		if to, ok := c.goAround(first, why, says, c.outcomeStatus(), now); ok {
+		passed := says
+		if routeFault {
+			passed = healthDown // passed over like a route that is down (its key hears nothing)
+		}
+		if to, ok := c.goAround(first, why, passed, c.outcomeStatus(), now); ok {
 			// Go around, at once: the next route's facts are its own.
 			c.next, wait, why, moved = to, 0, stopNone, true
-		} else if why == stopNone && says == healthDown && c.route > 0 {
+		} else if why == stopNone && passed == healthDown && c.route > 0 {
 			// The last route that could take it is down too: wait as on
 			// the primary, and try again from it.
 			c.next = 0

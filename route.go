@@ -17,15 +17,17 @@ import (
 // The request a Route receives is the call's own to change: a deep copy of
 // the first attempt's, with a fresh body and with every credential of the
 // primary already removed (the Authorization, Proxy-Authorization,
-// x-api-key, api-key, x-goog-api-key, Cookie and X-Amz-Security-Token
-// headers, credential-like query values such as key=, and URL user
-// information): a Route sets its own credentials, and no credential of the
+// x-api-key, api-key, x-goog-api-key, Cookie, X-Amz-Security-Token and
+// Ocp-Apim-Subscription-Key headers, in any spelling, credential-like
+// query values such as key=, and URL user information): a Route sets its own credentials, and no credential of the
 // primary can reach another route unless a Route copies one in. The Route
 // is called afresh for every attempt on its route, so that it may sign each
 // one (an AWS Signature Version 4 binds the host: a Route that re-signs
 // routes a Bedrock call). It returns the request to send (the one it was
 // given, or a new one; its context is replaced by the call's) or an error,
-// which passes the route over for the rest of the call. A Route is called
+// which passes the route over for the rest of the call, as does a request
+// that fails before any provider answers it for its own fault (a
+// ContentLength that does not match a body the Route changed, say). A Route is called
 // from the call's goroutine and must be safe for concurrent use when the
 // Policy is shared.
 type Route func(*http.Request) (*http.Request, error)
@@ -119,14 +121,21 @@ func under(u, base *url.URL) (string, bool) {
 
 // routeHeaders are the request headers a call removes before it hands a
 // request to a Route: the primary's credentials.
-var routeHeaders = append(secretHeaders[:len(secretHeaders):len(secretHeaders)], "X-Amz-Security-Token")
+var routeHeaders = append(secretHeaders[:len(secretHeaders):len(secretHeaders)], "X-Amz-Security-Token", "Ocp-Apim-Subscription-Key")
 
 // forRoute returns what a Route receives for one attempt: a deep copy of
 // first, with ctx, body and none of first's credentials (see Route).
 func forRoute(ctx context.Context, first *http.Request, body io.ReadCloser) *http.Request {
 	r := first.Clone(ctx)
-	for _, name := range routeHeaders {
-		delete(r.Header, name)
+	for name := range r.Header {
+		// Whatever its spelling: a header map set directly may hold a
+		// name that is not canonical.
+		for _, secret := range routeHeaders {
+			if strings.EqualFold(name, secret) {
+				delete(r.Header, name)
+				break
+			}
+		}
 	}
 	if r.URL.User != nil {
 		r.URL.User = nil

@@ -119,13 +119,14 @@ func (s *rawServer) requests() []string {
 // sets nothing), only the route's own, and the whole body.
 func TestRouteCredentialsNeverCross(t *testing.T) {
 	secrets := map[string]string{
-		"Authorization":        "Bearer sk-PRIMARY-AUTH",
-		"X-Api-Key":            "PRIMARY-XAPIKEY",
-		"Api-Key":              "PRIMARY-APIKEY",
-		"X-Goog-Api-Key":       "PRIMARY-GOOG",
-		"Cookie":               "session=PRIMARY-COOKIE",
-		"Proxy-Authorization":  "Basic PRIMARY-PROXY",
-		"X-Amz-Security-Token": "PRIMARY-AMZTOKEN",
+		"Authorization":             "Bearer sk-PRIMARY-AUTH",
+		"X-Api-Key":                 "PRIMARY-XAPIKEY",
+		"Api-Key":                   "PRIMARY-APIKEY",
+		"X-Goog-Api-Key":            "PRIMARY-GOOG",
+		"Cookie":                    "session=PRIMARY-COOKIE",
+		"Proxy-Authorization":       "Basic PRIMARY-PROXY",
+		"X-Amz-Security-Token":      "PRIMARY-AMZTOKEN",
+		"Ocp-Apim-Subscription-Key": "PRIMARY-APIM",
 	}
 	const queryKey, user, pass = "PRIMARY-QUERYKEY", "PRIMARYUSER", "PRIMARYPASS"
 	for _, tc := range []struct {
@@ -169,6 +170,7 @@ func TestRouteCredentialsNeverCross(t *testing.T) {
 			for k, v := range secrets {
 				req.Header.Set(k, v)
 			}
+			req.Header["x-goog-api-key"] = []string{"PRIMARY-LOWERCASE"} // set directly, not canonical
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			resp, err := rt.RoundTrip(req.WithContext(ctx))

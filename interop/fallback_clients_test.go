@@ -391,10 +391,11 @@ func TestAnthropicFallbackToKeyB(t *testing.T) {
 	}
 
 	// The trap withModel avoids: a Route that changes the body's length
-	// but not ContentLength. net/http refuses the request, which llmretry
-	// takes as the request's own fault: the call ends there, with the
-	// primary's request never resent.
-	t.Run("a Route that forgets ContentLength ends the call", func(t *testing.T) {
+	// but not ContentLength. net/http refuses the request before sending
+	// it; llmretry takes that as the route's fault, not the call's: the
+	// route is passed over for the rest of the call, which goes on with
+	// key A, and the record says why key B was not asked.
+	t.Run("a Route that forgets ContentLength is passed over", func(t *testing.T) {
 		prov := newProviderFunc(func(c call, _ int) reply {
 			if c.header.Get("X-Api-Key") == dummyAnthropicKeyB {
 				return anthropicAnswer("Hello from key B!", "claude-haiku-4-5-20251001", 14, 5)
@@ -418,14 +419,18 @@ func TestAnthropicFallbackToKeyB(t *testing.T) {
 			return r, nil
 		}
 		var rec recorder
-		rt := retrying(t, http.DefaultTransport, llmretry.Policy{OnAttempt: rec.on, Fallback: []llmretry.Route{sloppy}})
+		rt := retrying(t, http.DefaultTransport, llmretry.Policy{Waits: []time.Duration{10 * time.Millisecond}, MaxRetries: 2, OnAttempt: rec.on, Fallback: []llmretry.Route{sloppy}})
 		client := anthropicClient(srv.URL+"/", rt, antoption.WithMaxRetries(0))
 		_, err := client.Messages.New(context.Background(), anthropicParams())
-		require.Error(t, err)
-		assert.ErrorIs(t, err, llmretry.ErrNotRetryable)
-		assert.Contains(t, err.Error(), "ContentLength=")
-		assert.Equal(t, []int{0, 1}, rec.routes())
-		assert.Equal(t, 1, prov.attempts(), "key B never reached, key A never asked again")
+		var apiErr *anthropic.Error
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, 529, apiErr.StatusCode, "key A's own failure, not the route's")
+		assert.Equal(t, []int{0, 1, 0, 0}, rec.routes(), "key A, the sloppy route (refused before sending, no retry spent), key A for the two retries")
+		assert.Equal(t, 3, prov.attempts(), "key B never reached")
+		ex := llmretry.GaveUp(apiErr.Response)
+		require.NotNil(t, ex)
+		assert.ErrorContains(t, ex.Err, "route 1: its request failed before any answer")
+		assert.ErrorContains(t, ex.Err, "ContentLength=")
 	})
 
 	t.Run("a 401 stays with key A", func(t *testing.T) {
