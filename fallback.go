@@ -273,7 +273,10 @@ func (c *call) build(r int) (*http.Request, bool, error) {
 			c.broken = make([]bool, c.routes())
 		}
 		c.broken[r] = true
-		if c.routeErr == nil {
+		var o *outside
+		if c.routeErr == nil && !errors.As(err, &o) {
+			// (A route that does not apply to the request's URL is no
+			// failure worth a record.)
 			c.routeErr = fmt.Errorf("llmretry: route %d: %w", r, err)
 		}
 		return nil, false, err

@@ -423,3 +423,25 @@ func TestFallbackRouteRequestFault(t *testing.T) {
 		assert.Contains(t, ex.Error(), "503 Service Unavailable (")
 	})
 }
+
+// A RouteTo route that does not apply to a request's URL (a policy shared
+// by two APIs) is passed over silently: the call takes the next route, and
+// its record carries no error for it.
+func TestFallbackRouteThatDoesNotApply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder
+		other, err := RouteTo("https://api.other.test/v1", fallbackBase, nil)
+		require.NoError(t, err)
+		prim, second := newProvider(fail(503)), newProvider(fail(502))
+		base := byHost{"api.example.test": prim, "second.example.test": second}
+		rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, OnAttempt: rec.on, Fallback: []Route{other, routeTo(t, secondBase, "B")}})
+		resp, err := post(t, rt, context.Background())
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, []int{0, 2}, routesOf(&rec))
+		ex := GaveUp(resp)
+		require.NotNil(t, ex)
+		assert.NotErrorIs(t, ex.Err, ErrNotRouted)
+		assert.Equal(t, []int{0, 2}, ex.Routes)
+	})
+}

@@ -68,7 +68,7 @@ func RouteTo(fromBase, toBase string, header http.Header) (Route, error) {
 		}
 		rest, ok := under(r.URL, from)
 		if !ok {
-			return nil, fmt.Errorf("%w: %s is not under %s", ErrNotRouted, redactURL(r.URL), redactURL(from))
+			return nil, &outside{url: redactURL(r.URL), base: redactURL(from)}
 		}
 		if r.Header.Get("X-Amz-Date") != "" {
 			return nil, fmt.Errorf("%w: it is signed with AWS Signature Version 4, which binds the host", ErrNotRouted)
@@ -85,6 +85,15 @@ func RouteTo(fromBase, toBase string, header http.Header) (Route, error) {
 		return r, nil
 	}, nil
 }
+
+// outside is the error of a RouteTo route for a request that is not under
+// its fromBase: the route does not apply (an Anthropic call on a policy
+// whose first fallback is for OpenAI), which a call passes over without
+// recording it.
+type outside struct{ url, base string }
+
+func (e *outside) Error() string        { return ErrNotRouted.Error() + ": " + e.url + " is not under " + e.base }
+func (e *outside) Is(target error) bool { return target == ErrNotRouted }
 
 // parseBase parses one of RouteTo's bases.
 func parseBase(name, base string) (*url.URL, error) {
