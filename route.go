@@ -92,7 +92,9 @@ func RouteTo(fromBase, toBase string, header http.Header) (Route, error) {
 // recording it.
 type outside struct{ url, base string }
 
-func (e *outside) Error() string        { return ErrNotRouted.Error() + ": " + e.url + " is not under " + e.base }
+func (e *outside) Error() string {
+	return ErrNotRouted.Error() + ": " + e.url + " is not under " + e.base
+}
 func (e *outside) Is(target error) bool { return target == ErrNotRouted }
 
 // parseBase parses one of RouteTo's bases.
