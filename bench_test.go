@@ -79,8 +79,22 @@ func BenchmarkSuccessPath(b *testing.B) {
 		}
 		return rt
 	}
+	// A policy with a fallback route: what routes cost a request that
+	// works the first time (nothing, but a bool in its admission).
+	routed := func(base http.RoundTripper) http.RoundTripper {
+		route, err := RouteTo("http://mem.test/v1", "http://fallback.mem.test/v1", http.Header{"Authorization": {"Bearer fb"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt, err := New(base, Policy{Fallback: []Route{route}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return rt
+	}
 	b.Run("memory/bare", func(b *testing.B) { benchmarkSuccess(b, memBase{}, "http://mem.test/v1") })
 	b.Run("memory/llmretry", func(b *testing.B) { benchmarkSuccess(b, wrapped(memBase{}), "http://mem.test/v1") })
+	b.Run("memory/fallback", func(b *testing.B) { benchmarkSuccess(b, routed(memBase{}), "http://mem.test/v1") })
 	b.Run("memory/coordinated", func(b *testing.B) { benchmarkSuccess(b, coordinated(memBase{}), "http://mem.test/v1") })
 	b.Run("loopback/bare", func(b *testing.B) { benchmarkSuccess(b, loop, srv.URL) })
 	b.Run("loopback/llmretry", func(b *testing.B) { benchmarkSuccess(b, wrapped(loop), srv.URL) })
