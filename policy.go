@@ -32,7 +32,8 @@ const (
 // a reserve remains before the request's context deadline (60 s under a
 // deadline of 5 minutes or more, a fifth of the time left under a shorter
 // one: 6 s of a 30-s deadline); server waits (Retry-After, retry-after-ms,
-// a wait stated in the reply, a spent rate limit's reset) of up to 5
+// a wait stated in the reply or in a base's error, a spent rate limit's
+// reset) of up to 5
 // minutes are honoured; an attempt may wait for its response as
 // long as the deadline allows; streamed requests are not retried; when
 // retries run out the last result is returned (nobody is asked).
@@ -70,8 +71,9 @@ type Policy struct {
 	MaxWait time.Duration
 	// MaxRetryAfter is the longest server-requested wait honoured. A
 	// response asking for longer ends retrying at once and is returned;
-	// so does, in Do, an error stating a longer wait (see Do). Zero means
-	// DefaultMaxRetryAfter (5 minutes).
+	// so does an error stating a longer wait (a method RetryAfter()
+	// time.Duration in its chain, from Do's operation or a Transport's
+	// base; see Do). Zero means DefaultMaxRetryAfter (5 minutes).
 	MaxRetryAfter time.Duration
 	// AttemptTimeout is the longest one attempt may wait for its response
 	// headers, counted from when it is sent (its request body's upload

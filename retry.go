@@ -304,7 +304,9 @@ func (c *call) classify() (stop, health, pause) {
 		if c.streamHeld() {
 			return stopFinal, healthDown, pause{}
 		}
-		return stopNone, healthDown, pause{}
+		// A base that knows how long its provider wants (a transport of
+		// its own, say) states it as Do's tools do (see statedWait).
+		return stopNone, healthDown, statedWait(c.err)
 	}
 	status := c.resp.StatusCode
 	if c.event != nil {

@@ -275,3 +275,46 @@ func TestChaosRandomFaults(t *testing.T) {
 		})
 	}
 }
+
+// A base's error that states a wait (a method RetryAfter() time.Duration
+// in its chain, as Do's operations state theirs) is honoured like a
+// server's Retry-After: the longer of it and the schedule's wait, and one
+// above MaxRetryAfter ends the call at once (before, the Transport read
+// waits from headers alone).
+func TestTransportHonoursABaseErrorsStatedWait(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		wait   time.Duration
+		gap    time.Duration // between the two attempts; 0: no second
+		reason error
+	}{
+		{"longer than the schedule's", 3 * time.Second, 3 * time.Second, nil},
+		{"shorter than the schedule's", time.Second / 2, time.Second, nil},
+		{"above MaxRetryAfter", time.Hour, 0, ErrWaitTooLong},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var times []time.Time
+				base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					times = append(times, time.Now())
+					if len(times) == 1 {
+						return nil, fmt.Errorf("dial: %w", &waitErr{wait: tc.wait})
+					}
+					return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+				})
+				rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second}})
+				resp, err := post(t, rt, context.Background())
+				if tc.reason != nil {
+					require.Error(t, err)
+					assert.ErrorIs(t, err, tc.reason)
+					assert.Len(t, times, 1)
+					return
+				}
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Len(t, times, 2)
+				assert.Equal(t, tc.gap, times[1].Sub(times[0]))
+			})
+		})
+	}
+}
