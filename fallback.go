@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"time"
@@ -119,14 +118,22 @@ func (c *call) routeFault(why stop, says health) bool {
 	if c.route == 0 || c.err == nil || why != stopFinal || says != healthNone || c.fault || c.f.Context.Err() != nil {
 		return false
 	}
+	c.breakRoute(c.route, fmt.Errorf("its request failed before any answer: %w", c.err))
+	return true
+}
+
+// breakRoute passes route r over for the rest of the call, and keeps err,
+// the first such, for the call's record; a RouteTo route that does not
+// apply to the request's URL is no failure worth a record.
+func (c *call) breakRoute(r int, err error) {
 	if c.broken == nil {
 		c.broken = make([]bool, c.routes())
 	}
-	c.broken[c.route] = true
-	if c.routeErr == nil {
-		c.routeErr = fmt.Errorf("llmretry: route %d: its request failed before any answer: %w", c.route, c.err)
+	c.broken[r] = true
+	var o *outside
+	if c.routeErr == nil && !errors.As(err, &o) {
+		c.routeErr = fmt.Errorf("llmretry: route %d: %w", r, err)
 	}
-	return true
 }
 
 // isBroken reports whether route r's Route failed earlier in the call.
@@ -177,28 +184,20 @@ func (c *call) admitRoute(ctx context.Context, a admission) (route int, req *htt
 		}
 		held = append(held, r)
 	}
-	switch len(held) {
-	case 0:
-		// Every fallback failed to make its request: the primary is left.
-		probe, err = c.gks[0].admit(ctx, admission{n: a.n, left: a.left, latest: a.latest, notBefore: a.notBefore})
-		if err != nil {
-			return 0, nil, false, false, err
-		}
-		return c.admitted(0, probe)
-	case 1:
-		a.elsewhere = false
+	// Every route left is held (the primary, which has no Route to fail,
+	// among them): wait on whichever lets the attempt go first.
+	a.elsewhere = false
+	if len(held) == 1 {
 		probe, err = c.gks[held[0]].admit(ctx, a)
 		if err != nil {
 			return 0, nil, false, false, err
 		}
 		return c.admitted(held[0], probe)
 	}
-	// Every route is held: wait on whichever lets the attempt go first.
 	others := make([]gatekeeper, 0, len(held)-1)
 	for _, r := range held[1:] {
 		others = append(others, c.gks[r])
 	}
-	a.elsewhere = false
 	which, probe, err := c.gks[held[0]].await(ctx, a, others)
 	if err != nil {
 		return 0, nil, false, false, err
@@ -258,27 +257,16 @@ func (c *call) keeper(r int) (gatekeeper, bool, error) {
 // (fault true); a Route that fails breaks route r for the rest of the
 // call.
 func (c *call) build(r int) (*http.Request, bool, error) {
-	var body io.ReadCloser = http.NoBody
-	if c.getBody != nil {
-		b, err := c.getBody()
-		if err != nil {
-			return nil, true, fmt.Errorf("llmretry: rewinding request body: %w", err)
-		}
-		body = b
+	body, err := c.rewind()
+	if err != nil {
+		return nil, true, err
 	}
 	req, err := routed(c.f, c.p.Fallback[r-1], c.first, body)
 	if err != nil {
-		closeBody(&http.Request{Body: body})
-		if c.broken == nil {
-			c.broken = make([]bool, c.routes())
+		if body != nil {
+			body.Close()
 		}
-		c.broken[r] = true
-		var o *outside
-		if c.routeErr == nil && !errors.As(err, &o) {
-			// (A route that does not apply to the request's URL is no
-			// failure worth a record.)
-			c.routeErr = fmt.Errorf("llmretry: route %d: %w", r, err)
-		}
+		c.breakRoute(r, err)
 		return nil, false, err
 	}
 	return req, false, nil

@@ -134,12 +134,10 @@ func (c *call) send() {
 	} else {
 		out = c.first.WithContext(ctx)
 		if c.getBody != nil {
-			body, err := c.getBody()
-			if err != nil {
-				c.resp, c.err, c.fault = nil, fmt.Errorf("llmretry: rewinding request body: %w", err), true
+			if out.Body, err = c.rewind(); err != nil {
+				c.resp, c.err, c.fault = nil, err, true
 				return
 			}
-			out.Body = body
 		}
 	}
 	c.n++
@@ -154,6 +152,19 @@ func (c *call) send() {
 			c.resp = nil
 		}
 	}
+}
+
+// rewind returns a fresh copy of the request's body for another attempt:
+// nil for a request without one. Its error is the request's own fault.
+func (c *call) rewind() (io.ReadCloser, error) {
+	if c.getBody == nil {
+		return nil, nil
+	}
+	body, err := c.getBody()
+	if err != nil {
+		return nil, fmt.Errorf("llmretry: rewinding request body: %w", err)
+	}
+	return body, nil
 }
 
 // decide runs after every attempt, as the retry loop's CheckRetry: it says

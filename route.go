@@ -15,11 +15,12 @@ import (
 // name. See Policy.Fallback for when a call takes a route.
 //
 // The request a Route receives is the call's own to change: a deep copy of
-// the first attempt's, with a fresh body and with every credential of the
-// primary already removed (the Authorization, Proxy-Authorization,
-// x-api-key, api-key, x-goog-api-key, Cookie, X-Amz-Security-Token and
-// Ocp-Apim-Subscription-Key headers, in any spelling, credential-like
-// query values such as key=, and URL user information): a Route sets its own credentials, and no credential of the
+// the first attempt's, with a fresh body (nil for a request without one)
+// and with every credential of the primary already removed (the
+// Authorization, Proxy-Authorization, x-api-key, api-key, x-goog-api-key,
+// Cookie, X-Amz-Security-Token and Ocp-Apim-Subscription-Key headers, in
+// any spelling, credential-like query values such as key=, and URL user
+// information): a Route sets its own credentials, and no credential of the
 // primary can reach another route unless a Route copies one in. The Route
 // is called afresh for every attempt on its route, so that it may sign each
 // one (an AWS Signature Version 4 binds the host: a Route that re-signs
@@ -27,9 +28,9 @@ import (
 // given, or a new one; its context is replaced by the call's) or an error,
 // which passes the route over for the rest of the call, as does a request
 // that fails before any provider answers it for its own fault (a
-// ContentLength that does not match a body the Route changed, say). A Route is called
-// from the call's goroutine and must be safe for concurrent use when the
-// Policy is shared.
+// ContentLength that does not match a body the Route changed, say). A
+// Route is called from the call's goroutine and must be safe for
+// concurrent use when the Policy is shared.
 type Route func(*http.Request) (*http.Request, error)
 
 // ErrNotRouted is wrapped by the error of a Route made by RouteTo that
@@ -148,9 +149,7 @@ func forRoute(ctx context.Context, first *http.Request, body io.ReadCloser) *htt
 			}
 		}
 	}
-	if r.URL.User != nil {
-		r.URL.User = nil
-	}
+	r.URL.User = nil
 	if r.URL.RawQuery != "" {
 		q := r.URL.Query()
 		for name := range q {
@@ -161,12 +160,6 @@ func forRoute(ctx context.Context, first *http.Request, body io.ReadCloser) *htt
 		r.URL.RawQuery = q.Encode()
 	}
 	r.Body, r.GetBody = body, nil // a Route may change the body: it sets its own GetBody
-	if body == nil {
-		r.Body = http.NoBody
-		if first.Body == nil {
-			r.Body = nil
-		}
-	}
 	return r
 }
 

@@ -123,7 +123,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// that llmretry layers below us pass it through.
 	p := t.policyFor(cp)
 	f := &flight{Context: ctx}
-	if _, ok := ctx.Deadline(); ok && p.Reserve == 0 || p.FallbackAfter > 0 {
+	if _, ok := ctx.Deadline(); (ok && p.Reserve == 0) || p.FallbackAfter > 0 {
 		// The default reserve is a share of the time left now;
 		// FallbackAfter counts from now.
 		f.start = time.Now()

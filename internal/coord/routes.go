@@ -19,7 +19,8 @@ import (
 // others[i-1]), and whether it goes as that key's probe: the first to let
 // it go when the call looks (a key back up, after the release spread; its
 // probe turn; a server wait or a pace's turn over), in route order
-// whatever the order they are given in, so that the primary is preferred. The call waits with a waiter on every key, woken on one
+// whatever the order they are given in, so that the primary is
+// preferred. The call waits with a waiter on every key, woken on one
 // channel, so that a change on any wakes it; it takes a lease (the probe,
 // a retry's, a send's) on the key it goes on alone, and leaves the others'
 // lists when it returns.
