@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Question is what a Person is asked once a call's retries run out: try
@@ -81,14 +82,13 @@ func describe(e *Exhausted) string {
 	return s
 }
 
-// Person is an Asker that puts each question to a person through a host:
-// Ask sends a *Question on the channel Questions returns and waits for its
-// Answer. A question nobody receives or answers ends with the asking
+// Person puts the question of Policy.OnExhausted to a person through a
+// host: set OnExhausted to the Person's Ask, which sends a *Question on the
+// channel Questions returns and waits for its Answer. A question nobody receives or answers ends with the asking
 // call's context, as a no; so give the calls a deadline, or make sure the
 // host always listens.
 //
-// The zero Person is ready to use, as is the one NewPerson returns; a nil
-// *Person answers no at once. A Person is safe for concurrent use by any
+// The zero Person is ready to use; a nil *Person answers no at once. A Person is safe for concurrent use by any
 // number of calls and host goroutines, and must not be copied after first
 // use. It starts no goroutine: Ask blocks the call that asks, and returns
 // no later than that call's context ends.
@@ -96,9 +96,6 @@ type Person struct {
 	once      sync.Once
 	questions chan *Question
 }
-
-// NewPerson returns a Person ready to ask; the zero Person works as well.
-func NewPerson() *Person { return &Person{} }
 
 // Questions returns the channel on which the host receives questions, one
 // per call whose retries ran out (and per round, if the person keeps
@@ -113,8 +110,8 @@ func (p *Person) Questions() <-chan *Question {
 
 // Ask puts e to the person and returns the answer: true for another round.
 // It returns false if ctx ends before a host receives the question or
-// before the question is answered. It is the Asker method, called by the
-// Transport and Do; hosts need not call it.
+// before the question is answered. It is a Policy.OnExhausted, called by
+// the Transport and Do; hosts need not call it.
 func (p *Person) Ask(ctx context.Context, e *Exhausted) bool {
 	if p == nil || e == nil {
 		return false
@@ -137,4 +134,69 @@ func (p *Person) Ask(ctx context.Context, e *Exhausted) bool {
 func (p *Person) ch() chan *Question {
 	p.once.Do(func() { p.questions = make(chan *Question) })
 	return p.questions
+}
+
+// The rounds, one implementation for a Transport's calls (call.go) and
+// Do's (do.go): a call runs its schedule's retries in rounds; once a
+// round's retries are spent, Policy.OnExhausted is asked whether to run
+// another, and a yes starts it with an attempt at once (or when what is
+// left of the server's wait ends), then the schedule's retries from the
+// first, under the same limits.
+
+// rounds is the state of a call's rounds, embedded in the call that runs
+// them. It belongs to the call's goroutine.
+type rounds struct {
+	lim     limits        // when the call sends nothing more
+	n       int           // attempts made, across rounds
+	retries int           // retries taken in the current round
+	again   bool          // OnExhausted said yes: the next attempt goes at once
+	server  time.Time     // when the latest server wait ends; zero if none
+	wait    time.Duration // the wait before the next attempt, as decided
+	why     stop          // why the latest round stopped
+}
+
+// rounder is a call that runs in rounds: a Transport's call, or Do's.
+type rounder interface {
+	// round runs the current round's attempts until one is not retried,
+	// and says why.
+	round() stop
+	// exhausted returns the record OnExhausted is shown when the round's
+	// retries are spent.
+	exhausted() *Exhausted
+	// nextRound starts the next round (rounds' own).
+	nextRound()
+}
+
+// runRounds runs r's rounds: once per round whose retries are spent, ask
+// (the policy's OnExhausted) is asked whether to run another (a done
+// context counts as no, before or after it answers). It returns when a
+// round stops for another reason, ctx ends, ask is nil or says no; r keeps
+// the outcome.
+func runRounds(ctx context.Context, ask func(context.Context, *Exhausted) bool, r rounder) {
+	for r.round() == stopSpent && ask != nil && ctx.Err() == nil {
+		if !ask(ctx, r.exhausted()) || ctx.Err() != nil {
+			return
+		}
+		r.nextRound()
+	}
+}
+
+// nextRound starts the round after OnExhausted's yes: its first attempt goes
+// at once (see atOnce), then the schedule's retries from the first.
+func (s *rounds) nextRound() {
+	s.retries, s.why, s.again = 0, stopNone, true
+}
+
+// atOnce decides the attempt that follows OnExhausted's yes: at once, or when
+// the server's wait ends, if the call's limits allow it then. It leaves
+// the wait in s.wait, or why no attempt follows in s.why.
+func (s *rounds) atOnce() bool {
+	s.again = false
+	now := time.Now()
+	wait := max(0, s.server.Sub(now))
+	if s.why = s.lim.allows(now.Add(wait)); s.why != stopNone {
+		return false
+	}
+	s.wait = wait
+	return true
 }

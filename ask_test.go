@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,8 +30,8 @@ func secretRequest(t *testing.T, ctx context.Context) *http.Request {
 // a second Answer does not count and does not block.
 func TestPersonSaysYes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), fail(503), ok)
-		person := NewPerson()
+		prov := testkit.NewProvider(testkit.Fail(503), testkit.Fail(503), testkit.OK())
+		person := new(Person)
 		seen := make(chan *Question, 1)
 		go func() { // the host
 			q := <-person.Questions()
@@ -38,13 +39,13 @@ func TestPersonSaysYes(t *testing.T) {
 			q.Answer(false) // only the first answer counts
 			seen <- q
 		}()
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnExhausted: person})
+		rt := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, OnExhausted: person.Ask})
 		start := time.Now()
 		resp, err := rt.RoundTrip(secretRequest(t, context.Background()))
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, `{"answer":42}`, bodyOf(t, resp))
-		assert.Equal(t, 3, prov.attempts())
+		assert.Equal(t, 3, prov.Attempts())
 		assert.Equal(t, time.Second, time.Since(start), "a yes tries again at once")
 		q := <-seen
 		assert.Equal(t, 2, q.Exhausted.Attempts)
@@ -56,14 +57,14 @@ func TestPersonSaysYes(t *testing.T) {
 // No gives up: the last response reaches the caller, body intact.
 func TestPersonSaysNo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), fail(503), ok)
-		person := NewPerson()
+		prov := testkit.NewProvider(testkit.Fail(503), testkit.Fail(503), testkit.OK())
+		person := new(Person)
 		go func() { (<-person.Questions()).Answer(false) }()
-		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnExhausted: person}), context.Background())
+		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, OnExhausted: person.Ask}), context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Equal(t, "error 503", bodyOf(t, resp))
-		assert.Equal(t, 2, prov.attempts())
+		assert.Equal(t, 2, prov.Attempts())
 	})
 }
 
@@ -72,14 +73,14 @@ func TestPersonSaysNo(t *testing.T) {
 // nothing and does not block.
 func TestPersonUnansweredQuestionEndsWithTheContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(refused)
-		person := NewPerson()
+		prov := testkit.NewProvider(testkit.Refused())
+		person := new(Person)
 		got := make(chan *Question, 1)
 		go func() { got <- <-person.Questions() }() // receives, never answers
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		start := time.Now()
-		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 1, Reserve: time.Second, OnExhausted: person}), ctx)
+		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 1, Reserve: time.Second, OnExhausted: person.Ask}), ctx)
 		assert.Nil(t, resp)
 		var ex *Exhausted
 		require.ErrorAs(t, err, &ex)
@@ -92,7 +93,7 @@ func TestPersonUnansweredQuestionEndsWithTheContext(t *testing.T) {
 			t.Fatal("the withdrawn question's Done channel is not closed")
 		}
 		q.Answer(true) // too late: ignored, never blocks
-		assert.Equal(t, 2, prov.attempts())
+		assert.Equal(t, 2, prov.Attempts())
 	})
 }
 
@@ -100,7 +101,7 @@ func TestPersonUnansweredQuestionEndsWithTheContext(t *testing.T) {
 // call ends with its context. The zero Person works.
 func TestPersonNobodyListening(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(429))
+		prov := testkit.NewProvider(testkit.Fail(429))
 		var person Person
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -108,19 +109,19 @@ func TestPersonNobodyListening(t *testing.T) {
 			cancel()
 		}()
 		start := time.Now()
-		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnExhausted: &person}), ctx)
+		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, OnExhausted: person.Ask}), ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 429, resp.StatusCode)
 		assert.Equal(t, "error 429", bodyOf(t, resp))
 		assert.Equal(t, time.Minute, time.Since(start))
-		assert.Equal(t, 2, prov.attempts())
+		assert.Equal(t, 2, prov.Attempts())
 	})
 }
 
 // One Person serves many calls at once; each question gets its own answer.
 func TestPersonConcurrentCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		person := NewPerson()
+		person := new(Person)
 		const calls = 4
 		hostDone := make(chan []string)
 		go func() {
@@ -137,7 +138,7 @@ func TestPersonConcurrentCalls(t *testing.T) {
 		for i := range calls {
 			wg.Go(func() {
 				failures := 0
-				_, results[i] = Do(context.Background(), Policy{Waits: []time.Duration{time.Second}, OnExhausted: person}, func(context.Context) (int, error) {
+				_, results[i] = Do(context.Background(), Policy{Waits: []time.Duration{time.Second}, OnExhausted: person.Ask}, func(context.Context) (int, error) {
 					if failures < 2 {
 						failures++
 						return 0, errors.New("tool busy")
@@ -184,4 +185,106 @@ func TestQuestionAndPersonZeroValues(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	assert.False(t, p.Ask(ctx, e), "an ended context is a no without asking")
+}
+
+// A Transport's call and Do run the same rounds: for the same policy,
+// deadline and OnExhausted answers, a provider that always fails and a tool that
+// always fails see their attempts at the same times, OnExhausted is asked
+// after the same attempts, and both stop for the same reason.
+func TestRoundsAreTheSameForTransportAndDo(t *testing.T) {
+	cases := []struct {
+		name     string
+		policy   Policy
+		deadline time.Duration // 0: none
+		answers  []bool        // nil: no OnExhausted
+		asked    []int         // the attempts after which OnExhausted is asked
+		gaps     []time.Duration
+		reason   error
+	}{
+		{
+			name:   "no OnExhausted",
+			policy: Policy{Waits: []time.Duration{time.Second, 2 * time.Second}},
+			gaps:   []time.Duration{time.Second, 2 * time.Second},
+			reason: ErrRetriesSpent,
+		},
+		{
+			name:    "no at once",
+			policy:  Policy{Waits: []time.Duration{time.Second}},
+			answers: []bool{false},
+			asked:   []int{2},
+			gaps:    []time.Duration{time.Second},
+			reason:  ErrRetriesSpent,
+		},
+		{
+			name:    "two yeses, then no",
+			policy:  Policy{Waits: []time.Duration{time.Second, 2 * time.Second}},
+			answers: []bool{true, true, false},
+			asked:   []int{3, 6, 9},
+			gaps:    []time.Duration{time.Second, 2 * time.Second, 0, time.Second, 2 * time.Second, 0, time.Second, 2 * time.Second},
+			reason:  ErrRetriesSpent,
+		},
+		{
+			// Attempts at 0, 10, 20 s | yes | 20, 30, 40 | yes | 40, 50,
+			// 60 | yes | 60 at once (60 s left: the reserve), then no time
+			// for the next wait.
+			name:     "yes under a deadline",
+			policy:   Policy{Waits: []time.Duration{10 * time.Second}, MaxRetries: 2, Reserve: time.Minute},
+			deadline: 2 * time.Minute,
+			answers:  []bool{true},
+			asked:    []int{3, 6, 9},
+			gaps:     []time.Duration{10 * time.Second, 10 * time.Second, 0, 10 * time.Second, 10 * time.Second, 0, 10 * time.Second, 10 * time.Second, 0},
+			reason:   ErrNoTimeLeft,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Each runs with a context of its own, its deadline counted
+				// from its start.
+				run := func(name string, call func(context.Context, Policy) error, attempts func() int, gaps func() []time.Duration) {
+					ctx := context.Background()
+					if tc.deadline > 0 {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+						defer cancel()
+					}
+					p := tc.policy
+					var ask *asked
+					if tc.answers != nil {
+						ask = &asked{answers: tc.answers}
+						p.OnExhausted = ask.Ask
+					}
+					err := call(ctx, p)
+					var ex *Exhausted
+					require.ErrorAs(t, err, &ex, name)
+					assert.ErrorIs(t, ex.Reason, tc.reason, name)
+					assert.Equal(t, len(tc.gaps)+1, attempts(), name)
+					assert.Equal(t, len(tc.gaps)+1, ex.Attempts, name)
+					assert.Equal(t, tc.gaps, gaps(), name)
+					if ask == nil {
+						return
+					}
+					var after []int
+					for _, q := range ask.questions() {
+						after = append(after, q.Attempts)
+						assert.Equal(t, ErrRetriesSpent, q.Reason, name)
+					}
+					assert.Equal(t, tc.asked, after, name)
+				}
+
+				prov := testkit.NewProvider(testkit.Refused())
+				run("Transport", func(ctx context.Context, p Policy) error {
+					resp, err := post(t, mustNew(t, prov, p), ctx)
+					assert.Nil(t, resp)
+					return err
+				}, prov.Attempts, prov.Gaps)
+
+				tl := &tool{script: []error{errBusy}}
+				run("Do", func(ctx context.Context, p Policy) error {
+					_, err := Do(ctx, p, tl.call)
+					return err
+				}, tl.calls, tl.gaps)
+			})
+		})
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/llmretry/llmretry/coordination"
 )
 
 // memBase answers every request in memory, reading the request body as a
@@ -73,7 +75,7 @@ func BenchmarkSuccessPath(b *testing.B) {
 		return rt
 	}
 	coordinated := func(base http.RoundTripper) http.RoundTripper {
-		rt, err := NewCoordinated(base, Policy{}, Coordination{})
+		rt, err := NewCoordinated(base, Policy{}, coordination.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -126,7 +128,7 @@ func BenchmarkSuccessPathRateHeaders(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	co, err := NewCoordinated(rateBase{}, Policy{}, Coordination{})
+	co, err := NewCoordinated(rateBase{}, Policy{}, coordination.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,7 +155,7 @@ func TestSuccessPathCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	co, err := NewCoordinated(memBase{}, Policy{}, Coordination{})
+	co, err := NewCoordinated(memBase{}, Policy{}, coordination.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +214,7 @@ func BenchmarkSuccessPathParallel(b *testing.B) {
 			if mode == "llmretry" {
 				rt, err = New(memBase{}, Policy{})
 			} else {
-				rt, err = NewCoordinated(memBase{}, Policy{}, Coordination{})
+				rt, err = NewCoordinated(memBase{}, Policy{}, coordination.Config{})
 			}
 			if err != nil {
 				b.Fatal(err)
@@ -260,6 +262,7 @@ var streamPolicies = []struct {
 	{"New", Policy{}},
 	{"RetryStreams", Policy{RetryStreams: true}},
 	{"RetryStreams+timeouts", Policy{RetryStreams: true, AttemptTimeout: time.Minute, FirstEventTimeout: time.Minute, StreamIdleTimeout: time.Minute}},
+	{"ContinueStreams", Policy{RetryStreams: true, ContinueStreams: true}},
 }
 
 // BenchmarkHealthyStream compares a healthy stream read to its end through
@@ -277,9 +280,13 @@ func BenchmarkHealthyStream(b *testing.B) {
 
 // TestHealthyStreamCost holds the stream guard to a few allocations over
 // the bare transport for a healthy stream read to its end: RetryStreams
-// costs its read-ahead buffer and the body that replays it (2 over New);
+// costs its read-ahead buffer and the body that replays it and follows
+// the stream (2 over New; following the events allocates nothing);
 // each opt-in timeout costs its timer, and AttemptTimeout the attempt's
-// own context and a body that ends it.
+// own context and a body that ends it. ContinueStreams keeps what a
+// continuation needs, the first message's id and the delivered text,
+// each in one buffer that grows by doubling (2 more here; a longer
+// answer's text grows in a few more).
 func TestHealthyStreamCost(t *testing.T) {
 	send := func(rt http.RoundTripper) func() {
 		return func() {
@@ -293,7 +300,7 @@ func TestHealthyStreamCost(t *testing.T) {
 		}
 	}
 	bare := testing.AllocsPerRun(200, send(sseMemBase{}))
-	limits := map[string]float64{"New": 2, "RetryStreams": 4, "RetryStreams+timeouts": 16}
+	limits := map[string]float64{"New": 2, "RetryStreams": 4, "RetryStreams+timeouts": 16, "ContinueStreams": 6}
 	for _, sp := range streamPolicies {
 		rt, err := New(sseMemBase{}, sp.p)
 		if err != nil {

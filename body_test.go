@@ -18,6 +18,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -181,17 +182,17 @@ func TestCopyBodyHonoursTheContext(t *testing.T) {
 		pr, pw := io.Pipe()
 		defer pw.Close()
 		go func() { _, _ = pw.Write([]byte(`{"model":`)) }() // then nothing
-		prov := newProvider(ok)
+		prov := testkit.NewProvider(testkit.OK())
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, pr)
 		require.NoError(t, err)
 		start := time.Now()
-		resp, err := mustNew(t, prov.mock, Policy{}).RoundTrip(req)
+		resp, err := mustNew(t, prov, Policy{}).RoundTrip(req)
 		assert.Nil(t, resp)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 500*time.Millisecond, time.Since(start), "ends with the context")
-		assert.Zero(t, prov.attempts())
+		assert.Zero(t, prov.Attempts())
 	})
 }
 

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/llmretry/llmretry/internal/wire"
 )
 
 // Retryable reports whether a model request that ended with resp or err may
@@ -53,12 +56,6 @@ func retryableStatus(status int) bool {
 		return true
 	}
 	return false
-}
-
-// downStatus reports whether a response status says the provider is down
-// (a retryable 5xx), as opposed to busy (429, 408) or answering.
-func downStatus(status int) bool {
-	return status >= 500 && retryableStatus(status)
 }
 
 // errClass is what a transport error says.
@@ -184,4 +181,26 @@ func wrapsDeadlineExceeded(err error) bool {
 		}
 	}
 	return false
+}
+
+// What a failed reply says beyond its status is read by internal/wire; the
+// Transport asks through these.
+
+// RetryAfter returns the wait a server asked for in h, measured from now:
+// the retry-after-ms header (milliseconds, fractions allowed, as OpenAI and
+// Azure send it) if it is valid, else Retry-After as delay-seconds (digits
+// only, per RFC 9110) or an HTTP-date in any of the three forms
+// http.ParseTime accepts. A date in the past means a wait of zero.
+//
+// It reports false when neither header holds a valid value: malformed,
+// negative, empty or several comma-separated values are ignored, never an
+// error. Huge values are clamped to the longest time.Duration rather than
+// overflowing; it is the caller's job to bound them (a Transport does not
+// wait longer than Policy.MaxRetryAfter: it returns the response at once,
+// with ErrWaitTooLong). Only the first value of each header is read.
+//
+// RetryAfter does not read the response body; provider waits carried in the
+// body (Gemini's RetryInfo) are read by the Transport on failures.
+func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	return wire.RetryAfter(h, now)
 }

@@ -64,103 +64,73 @@ func lookup(ctx context.Context) (*ctxPolicy, bool) {
 	return nil, false
 }
 
-// attemptKey is the context key under which an attempt's request carries
-// its number.
+// attemptKey is the context key under which an attempt's request says
+// which attempt it is: its value is the *flight of a first attempt or the
+// *resend of a later one, so that a lookup allocates nothing.
 type attemptKey struct{}
-
-// probeKey is the context key under which an attempt's request says
-// whether it is its provider key's probe.
-type probeKey struct{}
-
-// routeKey is the context key under which an attempt's request carries
-// the route it takes (see Policy.Fallback).
-type routeKey struct{}
 
 // flight is the context of the first attempt of a RoundTrip: the caller's,
 // marked as inside a retrying call (so that llmretry layers below pass the
-// request through), numbered 1 for AttemptFromContext.
+// request through), and the first attempt's for AttemptFromContext.
 type flight struct {
 	context.Context           // the caller's
 	start           time.Time // when the call started; zero unless it has a deadline and a zero Reserve, or a FallbackAfter
 	probe           bool      // the first attempt goes as its key's probe
 }
 
-// Value returns the mark and the attempt number; other keys are the
-// caller's.
+// Value returns the mark and the attempt; other keys are the caller's.
 func (f *flight) Value(key any) any {
 	switch key.(type) {
 	case ctxKey:
 		return inRetry{}
 	case attemptKey:
-		return 1
-	case probeKey:
-		return f.probe
-	case routeKey:
-		return 0
+		return f
 	}
 	return f.Context.Value(key)
 }
 
 // resend is the context of a later attempt: the first attempt's, with the
-// attempt's own number.
+// attempt's own number, route and probe mark.
 type resend struct {
 	*flight
-	n     int
-	probe bool // the attempt goes as its key's probe
-	route int  // the route it takes: 0 the primary
+	n         int
+	probe     bool   // the attempt goes as its key's probe
+	route     int    // the route it takes: 0 the primary
+	continued string // the way it continues a cut stream (Attempt.Continued); "" for none
+	from      int64  // the content it continues from (Attempt.From)
 }
 
-// Value returns the attempt number and whether it is a probe; other keys
-// are the first attempt's.
+// Value returns the attempt; other keys are the first attempt's.
 func (r *resend) Value(key any) any {
-	switch key.(type) {
-	case attemptKey:
-		return r.n
-	case probeKey:
-		return r.probe
-	case routeKey:
-		return r.route
+	if _, ok := key.(attemptKey); ok {
+		return r
 	}
 	return r.flight.Value(key)
 }
 
-// AttemptFromContext returns the number of the llmretry attempt whose
-// request carries ctx: 1 for the first try, 2 for the first retry, and so
-// on, counting across rounds. It returns 0 when ctx is not an llmretry
-// attempt's. A RoundTripper below a Transport (an instrumentation layer,
-// say) uses it to tell resends from first tries; the resend count is the
-// attempt number less one.
-func AttemptFromContext(ctx context.Context) int {
+// AttemptFromContext returns the llmretry attempt whose request carries
+// ctx, as far as it is known while the attempt is under way: its number N
+// (1 for the first try, 2 for the first retry, and so on, counting across
+// rounds; the resend count is N less one), its Route (0 the primary, k
+// the policy's Fallback[k-1], len(Fallback)+k its LongContext[k-1]),
+// whether it goes as its provider key's Probe (see NewCoordinated) and,
+// for an attempt that continues a cut stream (see Policy.ContinueStreams),
+// its Continued and From. The rest of the record is known only once
+// the attempt ends (see Policy.OnAttempt). It reports false, with the zero
+// Attempt, for a context that is not an llmretry attempt's.
+//
+// A RoundTripper below a Transport (an instrumentation layer, say) uses it
+// to tell resends from first tries and to label an attempt before it ends.
+// It allocates nothing.
+func AttemptFromContext(ctx context.Context) (Attempt, bool) {
 	if ctx == nil {
-		return 0
+		return Attempt{}, false
 	}
-	n, _ := ctx.Value(attemptKey{}).(int)
-	return n
-}
-
-// ProbeFromContext reports whether the llmretry attempt whose request
-// carries ctx goes as its provider key's probe (see Coordination): the one
-// attempt a coordinated Transport lets through to a key that is down. A
-// RoundTripper below a Transport (an instrumentation layer, say) can mark
-// the attempt before it ends, which Attempt.Probe, reported after, cannot.
-// It returns false for any other context.
-func ProbeFromContext(ctx context.Context) bool {
-	if ctx == nil {
-		return false
+	switch v := ctx.Value(attemptKey{}).(type) {
+	case *flight:
+		return Attempt{N: 1, Probe: v.probe}, true
+	case *resend:
+		return Attempt{N: v.n, Probe: v.probe, Route: v.route, Continued: v.continued, From: v.from}, true
 	}
-	p, _ := ctx.Value(probeKey{}).(bool)
-	return p
-}
-
-// RouteFromContext returns the route the llmretry attempt whose request
-// carries ctx takes: 0 for the primary (the request as the caller made
-// it), k for the policy's Fallback[k-1] (see Policy.Fallback). A
-// RoundTripper below a Transport (an instrumentation layer, say) can label
-// the attempt with it before it ends. It returns 0 for any other context.
-func RouteFromContext(ctx context.Context) int {
-	if ctx == nil {
-		return 0
-	}
-	r, _ := ctx.Value(routeKey{}).(int)
-	return r
+	return Attempt{}, false
 }

@@ -3,7 +3,6 @@ package llmretry
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +22,8 @@ func TestAttemptFromContextNumbersEachAttempt(t *testing.T) {
 	var seen []int
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		mu.Lock()
-		seen = append(seen, AttemptFromContext(r.Context()))
+		a, _ := AttemptFromContext(r.Context())
+		seen = append(seen, a.N)
 		mu.Unlock()
 		status := 503
 		if len(seen) == 3 {
@@ -37,69 +38,35 @@ func TestAttemptFromContextNumbersEachAttempt(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, []int{1, 2, 3}, seen)
-	assert.Equal(t, 0, AttemptFromContext(context.Background()))
-}
-
-// ProbeFromContext marks, as it is sent, the attempt that Attempt.Probe
-// reports afterwards, first attempts and retries alike; nothing else.
-func TestProbeFromContextMarksTheProbe(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := newFlaky(fail(502), 100*time.Millisecond, window{0, 40 * time.Second})
-		var mu sync.Mutex
-		sent := map[string]bool{} // attempt ID order is unknown at send: key by call and number
-		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			sent[r.Header.Get("X-Call")+"#"+strconv.Itoa(AttemptFromContext(r.Context()))] = ProbeFromContext(r.Context())
-			mu.Unlock()
-			return p.RoundTrip(r)
-		})
-		var recMu sync.Mutex
-		reported := map[string]bool{}
-		rt, err := NewCoordinated(base, Policy{Waits: []time.Duration{time.Second}, OnAttempt: func(a Attempt) {
-			recMu.Lock()
-			reported[a.Request.Header.Get("X-Call")+"#"+strconv.Itoa(a.N)] = a.Probe
-			recMu.Unlock()
-		}}, Coordination{ProbeInterval: 5 * time.Second})
-		require.NoError(t, err)
-		results := callMany(t, rt, p.start, 5, time.Second, 5*time.Minute, func(i int, req *http.Request) { req.Header.Set("X-Call", strconv.Itoa(i)) })
-		for _, r := range results {
-			require.NoError(t, r.err)
-		}
-		assert.Equal(t, reported, sent)
-		probes := 0
-		for _, probe := range sent {
-			if probe {
-				probes++
-			}
-		}
-		assert.Greater(t, probes, 2, "an outage of 40 s is probed several times")
-	})
-	assert.False(t, ProbeFromContext(context.Background()))
-	//lint:ignore SA1012 a nil context is handled
-	assert.False(t, ProbeFromContext(nil))
+	a, ok := AttemptFromContext(context.Background())
+	assert.False(t, ok)
+	assert.Zero(t, a)
+	//lint:ignore SA1012 a nil context is answered, not dereferenced
+	_, ok = AttemptFromContext(nil)
+	assert.False(t, ok)
 }
 
 // A policy from WithPolicy replaces the Transport's for that request; an
 // invalid one is refused before anything is sent.
 func TestWithPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(502))
+		prov := testkit.NewProvider(testkit.Fail(502))
 		var rec recorder
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}})
+		rt := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}})
 		ctx := WithPolicy(context.Background(), Policy{Waits: []time.Duration{time.Minute, time.Minute}, OnAttempt: rec.on})
 		_, err := post(t, rt, ctx)
 		require.NoError(t, err)
-		assert.Equal(t, []time.Duration{time.Minute, time.Minute}, prov.gaps())
+		assert.Equal(t, []time.Duration{time.Minute, time.Minute}, prov.Gaps())
 		assert.Len(t, rec.attempts, 3)
 
-		prov = newProvider(ok)
+		prov = testkit.NewProvider(testkit.OK())
 		body := &countingBody{Reader: strings.NewReader("x")}
 		req, err := http.NewRequestWithContext(WithPolicy(context.Background(), Policy{MaxWait: -time.Second}), http.MethodPost, testURL, body)
 		require.NoError(t, err)
-		resp, err := mustNew(t, prov.mock, Policy{}).RoundTrip(req)
+		resp, err := mustNew(t, prov, Policy{}).RoundTrip(req)
 		assert.Nil(t, resp)
 		assert.ErrorContains(t, err, "Policy.MaxWait")
-		assert.Zero(t, prov.attempts(), "nothing sent")
+		assert.Zero(t, prov.Attempts(), "nothing sent")
 		assert.Equal(t, 1, body.closes(), "the body is closed all the same")
 	})
 }
@@ -131,29 +98,29 @@ func wrapperLM(t *testing.T, inner *Transport, propagate bool, withPolicy *Polic
 func TestOnlyTheOutermostRetries(t *testing.T) {
 	cases := []struct {
 		name      string
-		script    step
+		script    testkit.Reply
 		propagate bool
 		attempts  int
 	}{
-		{"503, context propagated", fail(503), true, 3},
-		{"refused, context propagated", refused, true, 3},
-		{"refused, context dropped (control)", refused, false, 9},
+		{"503, context propagated", testkit.Fail(503), true, 3},
+		{"refused, context propagated", testkit.Refused(), true, 3},
+		{"refused, context dropped (control)", testkit.Refused(), false, 9},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(c.script)
+				prov := testkit.NewProvider(c.script)
 				var innerRec, outerRec recorder
 				k2 := []time.Duration{time.Second, time.Second} // k = 2 retries
-				inner := mustNew(t, prov.mock, Policy{Waits: k2, OnAttempt: innerRec.on})
+				inner := mustNew(t, prov, Policy{Waits: k2, OnAttempt: innerRec.on})
 				outer := mustNew(t, wrapperLM(t, inner, c.propagate, nil), Policy{Waits: k2, OnAttempt: outerRec.on})
 				resp, err := post(t, outer, context.Background())
-				assert.Equal(t, c.attempts, prov.attempts())
+				assert.Equal(t, c.attempts, prov.Attempts())
 				assert.Len(t, outerRec.attempts, 3)
 				if c.propagate {
 					assert.Empty(t, innerRec.attempts, "the inner layer passed the requests through")
 				}
-				if c.script.err != nil {
+				if c.script.Err != nil {
 					assert.Nil(t, resp)
 					assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 					return
@@ -169,14 +136,14 @@ func TestOnlyTheOutermostRetries(t *testing.T) {
 // WithPolicy inside a marked context does not make the inner layer retry.
 func TestWithPolicyInsideARetryingCallPassesThrough(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503))
-		inner := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}})
+		prov := testkit.NewProvider(testkit.Fail(503))
+		inner := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}})
 		eager := Policy{Waits: []time.Duration{time.Second, time.Second, time.Second}}
 		outer := mustNew(t, wrapperLM(t, inner, true, &eager), Policy{Waits: []time.Duration{time.Second, time.Second}})
 		resp, err := post(t, outer, context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
-		assert.Equal(t, 3, prov.attempts())
+		assert.Equal(t, 3, prov.Attempts())
 
 		// WithPolicy on a marked context keeps the mark, and marking a
 		// context that carries a policy replaces it.
@@ -195,8 +162,8 @@ func TestWithPolicyInsideARetryingCallPassesThrough(t *testing.T) {
 // Transport: Do's retries are the only ones.
 func TestTransportInsideDoPassesThrough(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503))
-		client := &http.Client{Transport: mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, time.Second}})}
+		prov := testkit.NewProvider(testkit.Fail(503))
+		client := &http.Client{Transport: mustNew(t, prov, Policy{Waits: []time.Duration{time.Second, time.Second}})}
 		calls := 0
 		_, err := Do(context.Background(), Policy{Waits: []time.Duration{time.Second, time.Second}}, func(ctx context.Context) (int, error) {
 			calls++
@@ -215,7 +182,7 @@ func TestTransportInsideDoPassesThrough(t *testing.T) {
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, 503, se.code)
 		assert.Equal(t, 3, calls)
-		assert.Equal(t, 3, prov.attempts(), "k+1, not (k+1)²")
+		assert.Equal(t, 3, prov.Attempts(), "k+1, not (k+1)²")
 	})
 }
 
@@ -224,17 +191,18 @@ type statusError struct{ code int }
 
 func (e *statusError) Error() string { return http.StatusText(e.code) }
 
-// RouteFromContext says, as each attempt is sent, the route that
-// Attempt.Route reports afterwards; 0 for any other context.
-func TestRouteFromContext(t *testing.T) {
+// AttemptFromContext says, as each attempt is sent, the route that
+// Attempt.Route reports afterwards.
+func TestAttemptFromContextRoute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var seen []int
-		prim, fb := newProvider(fail(503)), newProvider(fail(503), ok)
+		prim, fb := testkit.NewProvider(testkit.Fail(503)), testkit.NewProvider(testkit.Fail(503), testkit.OK())
 		hosts := byHost{"api.example.test": prim, "fallback.example.test": fb}
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			mu.Lock()
-			seen = append(seen, RouteFromContext(r.Context()))
+			a, _ := AttemptFromContext(r.Context())
+			seen = append(seen, a.Route)
 			mu.Unlock()
 			return hosts.RoundTrip(r)
 		})
@@ -243,10 +211,7 @@ func TestRouteFromContext(t *testing.T) {
 		resp, err := post(t, rt, context.Background())
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Equal(t, []int{0, 1, 0, 1}, seen)
+		assert.Equal(t, []int{0, 0, 1, 0}, seen, "the primary's blip, a move, the fallback down: back to the primary after a wait, its retries then spent")
 		assert.Equal(t, seen, routesOf(&rec))
-		assert.Zero(t, RouteFromContext(context.Background()))
-		//lint:ignore SA1012 a nil context is answered, not dereferenced
-		assert.Zero(t, RouteFromContext(nil))
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry/internal/clock"
+	"github.com/llmretry/llmretry/internal/coord"
 )
 
 // Do runs call, and runs it again after a wait while it fails, under the
@@ -15,8 +16,8 @@ import (
 // Request and Response) and OnExhausted, asked once per round when the
 // schedule is spent (a yes calls again at once, then runs the schedule's
 // retries again), and MaxRetryAfter for the waits an error states (below).
-// RetryStreams, the timeouts (AttemptTimeout, FirstEventTimeout,
-// StreamIdleTimeout) and OnHold do not apply.
+// RetryStreams and the timeouts (AttemptTimeout, FirstEventTimeout,
+// StreamIdleTimeout) do not apply.
 //
 // Do is for tool calls and other work that is not an HTTP request. Only
 // idempotent or read-only tools belong in it: a call that failed may have
@@ -69,7 +70,7 @@ func Do[T any](ctx context.Context, p Policy, call func(context.Context) (T, err
 	d := &doCall[T]{ctx: ctx, inner: markRetrying(ctx), p: &rp, fn: call}
 	d.lim = limitsOf(ctx, &rp, nil)
 	d.attempt()
-	rp.runRounds(ctx, d)
+	runRounds(ctx, rp.OnExhausted, d)
 	return d.result()
 }
 
@@ -108,14 +109,14 @@ func (d *doCall[T]) round() stop {
 
 // decide runs after every call: it says whether a retry follows, leaving
 // its wait in d.wait, or why not, in d.why. It records the call for
-// OnAttempt (the call after an Asker's yes was recorded before it asked).
+// OnAttempt (the call after OnExhausted's yes was recorded before it asked).
 func (d *doCall[T]) decide() bool {
 	if d.again {
 		return d.atOnce()
 	}
 	if d.err == nil {
 		d.why = stopAnswered
-		d.p.recordCall(d.n, nil, 0, nil)
+		d.record(nil, 0, nil)
 		return false
 	}
 	now := time.Now()
@@ -125,13 +126,13 @@ func (d *doCall[T]) decide() bool {
 	if d.ctx.Err() == nil && !isPermanent(d.err) {
 		wait, why = d.p.plan(d.p.scheduleWait(d.retries+1, d.lim.hasDeadline()), server, now, d.lim)
 	}
-	d.p.recordCall(d.n, d.err, wait, why.reason(d.ctx))
+	d.record(d.err, wait, why.reason(d.ctx))
 	if d.why = why; why != stopNone {
 		return false
 	}
 	d.server = time.Time{}
-	if server.set {
-		d.server = now.Add(server.d)
+	if server.Set {
+		d.server = now.Add(server.D)
 	}
 	d.wait = wait
 	d.retries++
@@ -147,15 +148,15 @@ type waitStater interface {
 // statedWait returns the wait err states (see Do): that of the first
 // error in its chain with a RetryAfter method, at least zero; unset if
 // none has one.
-func statedWait(err error) pause {
+func statedWait(err error) coord.Pause {
 	var w waitStater
 	if !errors.As(err, &w) {
-		return pause{}
+		return coord.Pause{}
 	}
-	return pause{d: max(0, w.RetryAfter()), set: true}
+	return coord.Pause{D: max(0, w.RetryAfter()), Set: true}
 }
 
-// exhausted is the record an Asker is shown when a round's retries are
+// exhausted is the record OnExhausted is shown when a round's retries are
 // spent.
 func (d *doCall[T]) exhausted() *Exhausted {
 	return &Exhausted{Attempts: d.n, Reason: ErrRetriesSpent, Err: d.err}
@@ -173,10 +174,36 @@ func (d *doCall[T]) result() (T, error) {
 	return d.v, &Exhausted{Attempts: d.n, Reason: d.why.reason(d.ctx), Err: d.err}
 }
 
-// recordCall passes call n's outcome to OnAttempt, if set: its error, the
-// wait before the next call, and why none follows (nil if one does).
-func (p *Policy) recordCall(n int, err error, retryIn time.Duration, stop error) {
-	if p.OnAttempt != nil {
-		p.OnAttempt(Attempt{ID: newID(), N: n, Err: err, RetryIn: retryIn, Stop: stop})
+// record passes the latest call's outcome to OnAttempt, if set: its
+// error, the wait before the next call, and why none follows (nil if one
+// does).
+func (d *doCall[T]) record(err error, retryIn time.Duration, stop error) {
+	if d.p.OnAttempt != nil {
+		d.p.OnAttempt(Attempt{ID: newID(), N: d.n, Err: err, RetryIn: retryIn, Stop: stop})
 	}
+}
+
+// permanentError marks an error that a retry will not fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one that a retry will not fix: a Transport whose
+// base returns it, or a call run by Do that returns it, gives up at once.
+// errors.Is and errors.As still reach err. Permanent(nil) is nil.
+//
+// Use it in a middleware under the Transport that refused a call, a request
+// signer that failed, or a tool that knows its failure is final.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// isPermanent reports whether err or anything it wraps was marked Permanent.
+func isPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
 }

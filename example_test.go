@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jarcoal/httpmock"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
 )
 
 // flakyProvider answers 503 to its first n requests, then 200.
@@ -66,21 +68,20 @@ func ExampleNew() {
 }
 
 // A coordinated Transport holds the calls to a provider that is down and
-// sends one probe at a time; the record says who waited, and why. (One call
-// here, with a probe interval of 20 ms; in production many calls share the
-// probes, at most 5 s apart.)
+// sends one of them at a time as the probe, for all of them: the record
+// says which attempt waited (Held) and which went as the probe. One call
+// here, with the zero Config; in production many calls share the probes,
+// at most 5 s apart (package coordination's ExampleHold shows the holds).
 func ExampleNewCoordinated() {
-	srv := flakyProvider(2)
+	srv := flakyProvider(1)
 	defer srv.Close()
 
-	rt, err := llmretry.NewCoordinated(nil, llmretry.Policy{
+	policy := llmretry.Policy{
 		OnAttempt: func(a llmretry.Attempt) {
 			fmt.Printf("attempt %d: %s probe=%v held=%v\n", a.N, a.Response.Status, a.Probe, a.Held)
 		},
-		OnHold: func(h llmretry.Hold) {
-			fmt.Printf("  hold (%v): %v\n", h.Reason, h.Outcome)
-		},
-	}, llmretry.Coordination{ProbeInterval: time.Second})
+	}
+	rt, err := llmretry.NewCoordinated(nil, policy, coordination.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -95,12 +96,7 @@ func ExampleNewCoordinated() {
 	fmt.Println(resp.StatusCode, string(body))
 	// Output:
 	// attempt 1: 503 Service Unavailable probe=false held=true
-	//   hold (provider down): waiting
-	//   hold (provider down): sent as the probe
-	// attempt 2: 503 Service Unavailable probe=true held=true
-	//   hold (provider down): waiting
-	//   hold (provider down): sent as the probe
-	// attempt 3: 200 OK probe=true held=false
+	// attempt 2: 200 OK probe=true held=false
 	// 200 {"answer":42}
 }
 
@@ -233,7 +229,7 @@ func ExamplePerson() {
 	srv := flakyProvider(2)
 	defer srv.Close()
 
-	person := llmretry.NewPerson()
+	person := new(llmretry.Person)
 	done := make(chan struct{})
 	defer close(done)
 	go func() { // the host: a terminal, a chat UI, a web page
@@ -250,7 +246,7 @@ func ExamplePerson() {
 
 	rt, err := llmretry.New(nil, llmretry.Policy{
 		Waits:       []time.Duration{10 * time.Millisecond},
-		OnExhausted: person,
+		OnExhausted: person.Ask,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -303,12 +299,67 @@ func ExampleLogAttempts() {
 	// level=INFO msg="llmretry attempt" method=POST url=https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent?… attempt=2 status=200
 }
 
-// The README's first snippet, run: an agent's model calls under a turn of
-// 8 minutes, streams included. The provider here answers a stream whose
-// first event is Anthropic's overloaded_error, then a good one; the caller
-// reads only the good stream. (The README's waits are minutes; here they
-// are milliseconds.)
+// agentTurn is the README's set-up, line for line: an agent's model calls,
+// streams included, under a turn of 8 minutes. It prints what the
+// provider's answer says.
+func agentTurn(ctx context.Context, req *http.Request) error {
+	rt, err := llmretry.New(nil, llmretry.Policy{
+		Waits:             []time.Duration{15 * time.Second, 45 * time.Second, 2 * time.Minute, 4 * time.Minute},
+		Reserve:           time.Minute,      // keep a minute of the turn for the host
+		AttemptTimeout:    90 * time.Second, // a silent provider costs 90 s, not the turn
+		RetryStreams:      true,             // retry a stream until a byte of it reaches the caller
+		FirstEventTimeout: 30 * time.Second, // a stream that never starts is abandoned and retried
+		StreamIdleTimeout: time.Minute,      // a stream that stalls ends with an error, not a short answer
+		OnAttempt: func(a llmretry.Attempt) {
+			fmt.Printf("attempt %d: %s\n", a.N, a.Response.Status)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Transport: rt}
+	ctx, cancel := context.WithTimeout(ctx, 8*time.Minute) // the turn's deadline
+	defer cancel()
+	resp, err := client.Do(req.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	fmt.Printf("%s", b)
+	return err
+}
+
+// The README's set-up, run (agentTurn): a streamed request under the
+// agent's policy. Its retries wait 15 s and more; ExamplePolicy_retryStreams
+// shows one, with waits of milliseconds.
 func Example_agentTurn() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n")
+		fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n")
+	}))
+	defer srv.Close()
+
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5","stream":true}`))
+	if err := agentTurn(context.Background(), req); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// attempt 1: 200 OK
+	// event: content_block_delta
+	// data: {"type":"content_block_delta","delta":{"type":"text_delta","text":"Hello"}}
+	//
+	// event: message_delta
+	// data: {"type":"message_delta","delta":{"stop_reason":"end_turn"}}
+}
+
+// With RetryStreams, a stream that opens with an error event instead of
+// content (here Anthropic's overloaded_error, with a 200) is retried like
+// the 529 it stands for, and the caller reads only the good stream. (An
+// agent's waits are seconds and minutes, as in Example_agentTurn; here
+// they are milliseconds.)
+func ExamplePolicy_retryStreams() {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -317,18 +368,20 @@ func Example_agentTurn() {
 			return
 		}
 		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n")
+		fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n")
 	}))
 	defer srv.Close()
 
 	rt, err := llmretry.New(nil, llmretry.Policy{
 		Waits:             []time.Duration{15 * time.Millisecond, 45 * time.Millisecond, 120 * time.Millisecond},
-		Reserve:           time.Minute,      // keep a minute of the turn for the host
-		AttemptTimeout:    90 * time.Second, // a silent provider costs 90 s, not the turn
 		RetryStreams:      true,             // retry a stream until a byte of it reaches the caller
 		FirstEventTimeout: 30 * time.Second, // a stream that never starts is abandoned and retried
-		StreamIdleTimeout: time.Minute,      // a stream that stalls ends with an error, not a short answer
 		OnAttempt: func(a llmretry.Attempt) {
-			fmt.Printf("attempt %d: %s\n", a.N, a.Response.Status)
+			fmt.Printf("attempt %d: %s", a.N, a.Response.Status)
+			if a.Event != "" {
+				fmt.Printf(", the stream opened with %s", a.Event)
+			}
+			fmt.Println()
 		},
 	})
 	if err != nil {
@@ -347,10 +400,13 @@ func Example_agentTurn() {
 	b, _ := io.ReadAll(resp.Body)
 	fmt.Printf("%s", b)
 	// Output:
-	// attempt 1: 200 OK
+	// attempt 1: 200 OK, the stream opened with overloaded_error
 	// attempt 2: 200 OK
 	// event: content_block_delta
 	// data: {"type":"content_block_delta","delta":{"type":"text_delta","text":"Hello"}}
+	//
+	// event: message_delta
+	// data: {"type":"message_delta","delta":{"stop_reason":"end_turn"}}
 }
 
 // GaveUp reads the record off a failure response the Transport returned,

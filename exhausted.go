@@ -2,21 +2,23 @@ package llmretry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 )
 
 // Exhausted is the record of a call that sent no further attempt: the
-// question put to an Asker, the error RoundTrip returns when the last
+// question put to Policy.OnExhausted, the error RoundTrip returns when the last
 // attempt got no response or the caller's context ended during a wait (Do
 // returns it whenever its last attempt failed), and, through GaveUp, the
 // record of a failed response RoundTrip returns.
 //
 // When the last attempt did get a response, RoundTrip returns that response
 // with a nil error instead, as a plain http.RoundTripper would; GaveUp finds
-// this record on it, and an Asker sees the response here, in Response.
+// this record on it, and OnExhausted sees the response here, in Response.
 type Exhausted struct {
 	// Request is the caller's request (nil for Do).
 	Request *http.Request
@@ -25,10 +27,12 @@ type Exhausted struct {
 	// Reason says why no further attempt was sent: one of ErrRetriesSpent,
 	// ErrNoTimeLeft, ErrWaitTooLong, ErrProviderRefused and
 	// ErrNotRetryable, or the context's error when the caller's context
-	// ended. An Asker is shown ErrRetriesSpent.
+	// ended; ErrStreamCut for the error a committed stream's read fails
+	// with (Err then says how it broke and why it was not continued).
+	// OnExhausted is shown ErrRetriesSpent.
 	Reason error
 	// Response is the last attempt's response, or nil. Its body belongs to
-	// the caller of RoundTrip; an Asker must not read or close it.
+	// the caller of RoundTrip; OnExhausted must not read or close it.
 	Response *http.Response
 	// Err is the last attempt's error, or nil; the context's error when
 	// the caller's context ended during a wait. It also carries the error
@@ -36,9 +40,17 @@ type Exhausted struct {
 	// even when the last attempt got a response.
 	Err error
 	// Routes are the routes the call's attempts took, each once, in the
-	// order first taken: 0 the primary, k the policy's Fallback[k-1] (see
-	// Policy.Fallback). Nil when the policy has no Fallback.
+	// order first taken: 0 the primary, k the policy's Fallback[k-1],
+	// len(Fallback)+k its LongContext[k-1] (see Policy.Fallback and
+	// Policy.LongContext). Nil when the policy has neither.
 	Routes []int
+	// Event is the provider's error event (its type: "overloaded_error")
+	// the last attempt's 2xx stream opened with, which failed it (see
+	// Attempt.Event); empty when it opened with none.
+	Event string
+	// Continued is how many of the Attempts continued a stream that broke
+	// after the caller had bytes of it (see Policy.ContinueStreams).
+	Continued int
 }
 
 // Error says why the call stopped, after how many attempts, and how the
@@ -54,6 +66,12 @@ func (e *Exhausted) Error() string {
 		last = redactErr(e.Err, e.Request)
 	case e.Response != nil:
 		last = e.Response.Status
+	}
+	if e.Event != "" {
+		last += " (stream error " + e.Event + ")"
+	}
+	if e.Continued > 0 {
+		last = fmt.Sprintf("%s (%d of the attempts continued the stream)", last, e.Continued)
 	}
 	if len(e.Routes) > 1 {
 		last = "on routes " + routeList(e.Routes) + ", the last: " + last
@@ -86,7 +104,7 @@ func routeList(routes []int) string {
 
 // Unwrap returns the reason and the last attempt's error, so that errors.Is
 // and errors.As reach both: errors.Is(err, ErrNoTimeLeft), and the
-// underlying network error or *DownError.
+// underlying network error or *coordination.HeldError.
 func (e *Exhausted) Unwrap() []error {
 	switch {
 	case e.Reason == nil || e.Reason == e.Err:
@@ -100,22 +118,89 @@ func (e *Exhausted) Unwrap() []error {
 	return []error{e.Reason, e.Err}
 }
 
-// GaveUp returns the record of the call that ended with resp: non-nil when
-// a Transport returned resp with a failure status (400 or above), or as a
-// 2xx stream that opened with an error event (see Policy.RetryStreams),
-// because it sent no further attempt, with the attempts made and the
-// Reason. It is nil for nil, for a success, and for a response that did
-// not come through llmretry.
+// GaveUp returns the record of the call behind v, whatever the caller
+// holds of it, or nil when no llmretry call gave up there:
 //
-// The record travels with resp.Request's context, so GaveUp finds it on
-// the *http.Response that an SDK keeps in its error after reading the body
-// (openai-go's and anthropic-sdk-go's *Error.Response).
-func GaveUp(resp *http.Response) *Exhausted {
+//   - an error: the *Exhausted RoundTrip returned (when no response came,
+//     or the caller's context ended during a wait), found through any
+//     wrapping (an http.Client's *url.Error, an SDK's error); or an SDK's
+//     error that carries the failure response a Transport returned in a
+//     field named Response of type *http.Response (openai-go's and
+//     anthropic-sdk-go's *Error), read as that response;
+//   - an *http.Response: the record of a response a Transport returned
+//     with a failure status (400 or above), or as a 2xx stream that opened
+//     with an error event (see Policy.RetryStreams), because it sent no
+//     further attempt.
+//
+// The record says why the call stopped (Reason: one of the stop
+// sentinels, or the context's error), after how many attempts, and on
+// which routes. GaveUp returns nil for nil, for a success, for a value of
+// another type, and for a response or error that did not come through
+// llmretry. It is safe for concurrent use.
+//
+// A response's record travels with resp.Request's context, so GaveUp finds
+// it on the *http.Response an SDK keeps in its error after reading the
+// body.
+func GaveUp(v any) *Exhausted {
+	switch v := v.(type) {
+	case *http.Response:
+		return recordOf(v)
+	case error:
+		var e *Exhausted
+		if errors.As(v, &e) {
+			return e
+		}
+		return recordOf(carriedResponse(v))
+	}
+	return nil
+}
+
+// recordOf returns the record a Transport attached to resp (see
+// markGaveUp), or nil.
+func recordOf(resp *http.Response) *Exhausted {
 	if resp == nil || resp.Request == nil {
 		return nil
 	}
 	e, _ := resp.Request.Context().Value(gaveUpKey{}).(*Exhausted)
 	return e
+}
+
+// responseType is the type of the field carriedResponse reads.
+var responseType = reflect.TypeFor[*http.Response]()
+
+// carriedResponse returns the response an error in err's chain carries in
+// an exported field named Response of type *http.Response, as the
+// Stainless SDKs' *Error do, or nil. It looks at each error of the chain
+// (both Unwrap forms), depth first.
+func carriedResponse(err error) *http.Response {
+	if err == nil {
+		return nil
+	}
+	v := reflect.ValueOf(err)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return nil
+		}
+		v = v.Elem()
+	}
+	if v.Kind() == reflect.Struct {
+		if f := v.FieldByName("Response"); f.IsValid() && f.Type() == responseType && f.CanInterface() {
+			if resp := f.Interface().(*http.Response); resp != nil {
+				return resp
+			}
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return carriedResponse(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if resp := carriedResponse(e); resp != nil {
+				return resp
+			}
+		}
+	}
+	return nil
 }
 
 // gaveUpKey is the context key of the record GaveUp returns.
@@ -131,21 +216,6 @@ func markGaveUp(resp *http.Response, out *http.Request, e *Exhausted) {
 	}
 	resp.Request = r.WithContext(context.WithValue(r.Context(), gaveUpKey{}, e))
 }
-
-// Asker decides, once retries run out, whether to run another round of the
-// policy's schedule. Ask is called once per round, from the goroutine that
-// made the call, and must return promptly once ctx is done (the Transport
-// treats a done context as no). Implementations must be safe for
-// concurrent use when the policy is shared.
-type Asker interface {
-	Ask(ctx context.Context, e *Exhausted) bool
-}
-
-// AskFunc adapts a function to an Asker.
-type AskFunc func(ctx context.Context, e *Exhausted) bool
-
-// Ask calls f(ctx, e).
-func (f AskFunc) Ask(ctx context.Context, e *Exhausted) bool { return f(ctx, e) }
 
 // plural returns word with an "s" unless n is 1.
 func plural(n int, word string) string {

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,40 +21,40 @@ import (
 // Without OnExhausted, the last result is returned when retries run out:
 // the provider's response with a nil error, or an *Exhausted error that
 // wraps the last transport error.
-func TestExhaustedWithoutAskerReturnsTheLastResult(t *testing.T) {
+func TestExhaustedWithoutOnExhaustedReturnsTheLastResult(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), fail(502))
-		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+		prov := testkit.NewProvider(testkit.Fail(503), testkit.Fail(502))
+		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}}), context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, 502, resp.StatusCode)
 		assert.Equal(t, "error 502", bodyOf(t, resp))
-		assert.Equal(t, 2, prov.attempts())
+		assert.Equal(t, 2, prov.Attempts())
 
-		prov = newProvider(fail(503), refused)
-		resp, err = post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+		prov = testkit.NewProvider(testkit.Fail(503), testkit.Refused())
+		resp, err = post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}}), context.Background())
 		assert.Nil(t, resp)
 		var ex *Exhausted
 		require.ErrorAs(t, err, &ex)
 		assert.Equal(t, 2, ex.Attempts)
 		assert.Nil(t, ex.Response)
 		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
-		var op *netOpError
+		var op *net.OpError
 		assert.ErrorAs(t, err, &op, "errors.As reaches the cause")
 		assert.Equal(t, testURL, ex.Request.URL.String(), "the caller's request")
 	})
 }
 
-// The Asker is asked once per round with the attempts so far and the last
+// OnExhausted is asked once per round with the attempts so far and the last
 // result. A yes sends the next attempt at once (the person who answered
 // has waited already), then runs the schedule's retries again from
 // Waits[0], with attempt numbers that keep counting; no returns the last
 // response with its body readable.
-func TestAskerYesTriesAgainAtOnce(t *testing.T) {
+func TestOnExhaustedYesTriesAgainAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503))
+		prov := testkit.NewProvider(testkit.Fail(503))
 		var rec recorder
 		ask := &asked{answers: []bool{true, false}}
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, 2 * time.Second}, OnAttempt: rec.on, OnExhausted: ask})
+		rt := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second, 2 * time.Second}, OnAttempt: rec.on, OnExhausted: ask.Ask})
 		start := time.Now()
 		resp, err := post(t, rt, context.Background())
 		require.NoError(t, err)
@@ -59,8 +62,8 @@ func TestAskerYesTriesAgainAtOnce(t *testing.T) {
 		assert.Equal(t, "error 503", bodyOf(t, resp), "the last response's body survives a no")
 		// Round 1: attempts at 0, 1, 3 s | yes | round 2: 3 s at once,
 		// then 4, 6 s | no.
-		assert.Equal(t, 6, prov.attempts())
-		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 0, time.Second, 2 * time.Second}, prov.gaps())
+		assert.Equal(t, 6, prov.Attempts())
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 0, time.Second, 2 * time.Second}, prov.Gaps())
 		assert.Equal(t, 6*time.Second, time.Since(start))
 
 		q := ask.questions()
@@ -87,29 +90,29 @@ func TestAskerYesTriesAgainAtOnce(t *testing.T) {
 // The issue's own example: Waits 1 s, 1 s and no deadline: the person is
 // asked after attempt 3; a yes sends attempts 4 (at once), 5 and 6, and the
 // person is asked again after 6.
-func TestAskerYesRoundIsAsLongAsTheFirst(t *testing.T) {
+func TestOnExhaustedYesRoundIsAsLongAsTheFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503))
+		prov := testkit.NewProvider(testkit.Fail(503))
 		ask := &asked{answers: []bool{true, false}}
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second, time.Second}, OnExhausted: ask})
+		rt := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second, time.Second}, OnExhausted: ask.Ask})
 		start := time.Now()
 		_, err := post(t, rt, context.Background())
 		require.NoError(t, err)
 		q := ask.questions()
 		require.Len(t, q, 2)
 		assert.Equal(t, []int{3, 6}, []int{q[0].Attempts, q[1].Attempts})
-		assert.Equal(t, []time.Duration{time.Second, time.Second, 0, time.Second, time.Second}, prov.gaps())
+		assert.Equal(t, []time.Duration{time.Second, time.Second, 0, time.Second, time.Second}, prov.Gaps())
 		assert.Equal(t, []time.Time{start.Add(2 * time.Second), start.Add(4 * time.Second)}, ask.at)
 	})
 }
 
-// The Asker sees the last error when the last attempt got no response; a
+// OnExhausted sees the last error when the last attempt got no response; a
 // no then returns an *Exhausted error that counts every attempt.
-func TestAskerSeesTheLastError(t *testing.T) {
+func TestOnExhaustedSeesTheLastError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(refused)
+		prov := testkit.NewProvider(testkit.Refused())
 		ask := &asked{answers: []bool{true, false}}
-		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnExhausted: ask}), context.Background())
+		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, OnExhausted: ask.Ask}), context.Background())
 		assert.Nil(t, resp)
 		var ex *Exhausted
 		require.ErrorAs(t, err, &ex)
@@ -123,13 +126,13 @@ func TestAskerSeesTheLastError(t *testing.T) {
 	})
 }
 
-// Rounds after a yes still obey the deadline/reserve rule: the Asker is
+// Rounds after a yes still obey the deadline/reserve rule: OnExhausted is
 // not asked when a round stops for the deadline rather than for running out.
-func TestAskerRoundsKeepTheReserve(t *testing.T) {
+func TestOnExhaustedRoundsKeepTheReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503))
+		prov := testkit.NewProvider(testkit.Fail(503))
 		ask := &asked{answers: []bool{true}}
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{10 * time.Second}, MaxRetries: 2, Reserve: time.Minute, OnExhausted: ask})
+		rt := mustNew(t, prov, Policy{Waits: []time.Duration{10 * time.Second}, MaxRetries: 2, Reserve: time.Minute, OnExhausted: ask.Ask})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		start := time.Now()
@@ -140,7 +143,7 @@ func TestAskerRoundsKeepTheReserve(t *testing.T) {
 		// yes | 60 (at once: 60 s are left, the reserve) | a wait after it
 		// would leave 50 s < 60 s reserve: the round stops for the
 		// deadline, and nobody is asked about that.
-		assert.Equal(t, 10, prov.attempts())
+		assert.Equal(t, 10, prov.Attempts())
 		assert.Equal(t, 60*time.Second, time.Since(start))
 		assert.Len(t, ask.questions(), 3)
 		deadline, _ := ctx.Deadline()
@@ -148,32 +151,32 @@ func TestAskerRoundsKeepTheReserve(t *testing.T) {
 	})
 }
 
-// A context that ends while the Asker blocks counts as no: RoundTrip
+// A context that ends while OnExhausted blocks counts as no: RoundTrip
 // returns as soon as it ends, with the last result, and the response's
-// body is still the caller's to read. An Asker that says yes after the
+// body is still the caller's to read. An OnExhausted that says yes after the
 // context ended is overruled.
 func TestContextEndingWhileAsking(t *testing.T) {
 	for _, answer := range []bool{false, true} {
 		t.Run(fmt.Sprintf("asker says %v", answer), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(fail(503))
+				prov := testkit.NewProvider(testkit.Fail(503))
 				var asks int
-				blocking := AskFunc(func(ctx context.Context, _ *Exhausted) bool {
+				blocking := func(ctx context.Context, _ *Exhausted) bool {
 					asks++
 					<-ctx.Done()
 					return answer
-				})
+				}
 				ctx, cancel := context.WithCancel(context.Background())
 				go func() {
 					time.Sleep(time.Hour)
 					cancel()
 				}()
 				start := time.Now()
-				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnExhausted: blocking}), ctx)
+				resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, OnExhausted: blocking}), ctx)
 				require.NoError(t, err)
 				assert.Equal(t, time.Hour, time.Since(start), "returns when the context ends")
 				assert.Equal(t, 1, asks)
-				assert.Equal(t, 2, prov.attempts(), "no attempt after the context ended")
+				assert.Equal(t, 2, prov.Attempts(), "no attempt after the context ended")
 				assert.Equal(t, 503, resp.StatusCode)
 				assert.Equal(t, "error 503", bodyOf(t, resp))
 			})
@@ -184,22 +187,22 @@ func TestContextEndingWhileAsking(t *testing.T) {
 // A deadline that passes while asking counts as no as well.
 func TestDeadlineWhileAsking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(refused)
-		blocking := AskFunc(func(ctx context.Context, _ *Exhausted) bool {
+		prov := testkit.NewProvider(testkit.Refused())
+		blocking := func(ctx context.Context, _ *Exhausted) bool {
 			<-ctx.Done()
 			return true
-		})
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
-		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 1, Reserve: time.Second, OnExhausted: blocking}), ctx)
+		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 1, Reserve: time.Second, OnExhausted: blocking}), ctx)
 		assert.Nil(t, resp)
 		assert.Equal(t, 5*time.Minute, time.Since(start))
 		var ex *Exhausted
 		require.ErrorAs(t, err, &ex)
 		assert.Equal(t, 2, ex.Attempts)
 		assert.ErrorIs(t, err, syscall.ECONNREFUSED, "the last attempt's error, not the context's")
-		assert.Equal(t, 2, prov.attempts())
+		assert.Equal(t, 2, prov.Attempts())
 	})
 }
 
@@ -252,10 +255,66 @@ func TestGaveUpNil(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, GaveUp(&http.Response{StatusCode: 502, Request: req}))
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(502), ok)
-		resp, err := post(t, mustNew(t, prov.mock, Policy{}), context.Background())
+		prov := testkit.NewProvider(testkit.Fail(502), testkit.OK())
+		resp, err := post(t, mustNew(t, prov, Policy{}), context.Background())
 		require.NoError(t, err)
 		assert.Nil(t, GaveUp(resp), "an answer after a retry")
 		assert.Equal(t, 200, resp.StatusCode)
+	})
+}
+
+// sdkError is shaped as openai-go's and anthropic-sdk-go's *Error: the
+// failure response in a field named Response.
+type sdkError struct {
+	StatusCode int
+	Response   *http.Response
+}
+
+func (e *sdkError) Error() string { return "API error: " + http.StatusText(e.StatusCode) }
+
+// hidden carries a response in an unexported field, which GaveUp must not
+// read (nor panic on).
+type hidden struct{ response *http.Response }
+
+func (hidden) Error() string { return "hidden" }
+
+// GaveUp reads the record off whatever the caller holds: the response, the
+// error an http.Client returned, or an SDK's error that carries the
+// response, wrapped or not.
+func TestGaveUpFromWhatTheCallerHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := testkit.NewProvider(testkit.Fail(503), testkit.Fail(503))
+		client := &http.Client{Transport: mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}})}
+		req, err := http.NewRequest(http.MethodPost, testURL, strings.NewReader(`{}`))
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		want := GaveUp(resp)
+		require.NotNil(t, want)
+		assert.Equal(t, ErrRetriesSpent, want.Reason)
+		assert.Equal(t, 2, want.Attempts)
+
+		sdk := &sdkError{StatusCode: 503, Response: resp}
+		assert.Same(t, want, GaveUp(sdk), "the SDK's error carries the response")
+		assert.Same(t, want, GaveUp(fmt.Errorf("turn 3: %w", sdk)), "wrapped")
+		assert.Same(t, want, GaveUp(errors.Join(errors.New("other"), sdk)), "joined")
+		assert.Nil(t, GaveUp(&sdkError{StatusCode: 503}), "no response in it")
+		assert.Nil(t, GaveUp(hidden{response: resp}), "an unexported field is not read")
+		assert.Nil(t, GaveUp(*resp), "a value of another type")
+		assert.Nil(t, GaveUp((*http.Response)(nil)))
+		assert.Nil(t, GaveUp((*sdkError)(nil)))
+	})
+	synctest.Test(t, func(t *testing.T) {
+		prov := testkit.NewProvider(testkit.Refused(), testkit.Refused())
+		client := &http.Client{Transport: mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}})}
+		req, err := http.NewRequest(http.MethodPost, testURL, strings.NewReader(`{}`))
+		require.NoError(t, err)
+		_, err = client.Do(req)
+		require.Error(t, err)
+		ex := GaveUp(err)
+		require.NotNil(t, ex, "through the http.Client's *url.Error")
+		assert.Equal(t, ErrRetriesSpent, ex.Reason)
+		assert.Equal(t, 2, ex.Attempts)
 	})
 }

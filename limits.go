@@ -88,3 +88,13 @@ func (l limits) before(d time.Duration) time.Time {
 	}
 	return t.Add(-d)
 }
+
+// reserveFor returns the reserve of a call whose deadline leaves left when
+// it starts: the policy's Reserve, or, when that is zero, the lesser of
+// defaultReserve and a fifth of left.
+func (p *Policy) reserveFor(left time.Duration) time.Duration {
+	if p.Reserve != 0 {
+		return p.Reserve
+	}
+	return max(0, min(defaultReserve, left/5))
+}

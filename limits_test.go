@@ -2,6 +2,7 @@ package llmretry
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func TestSigV4LongerRideThroughDo(t *testing.T) {
 			}
 			resp.Body.Close()
 			if resp.StatusCode >= 500 {
-				return resp.StatusCode, &failedStatus{code: resp.StatusCode}
+				return resp.StatusCode, fmt.Errorf("status %d", resp.StatusCode)
 			}
 			return resp.StatusCode, nil
 		})

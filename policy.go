@@ -1,27 +1,29 @@
 package llmretry
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 )
 
-// Defaults applied where a Policy field is zero.
+// The defaults applied where a Policy field is zero (each field's doc
+// states its own).
 const (
-	// DefaultReserve is the most time that must remain before a request's
-	// deadline after a wait, when Policy.Reserve is zero: the reserve is
-	// then the lesser of DefaultReserve and a fifth of the time the
-	// request's deadline leaves when the call starts.
-	DefaultReserve = 60 * time.Second
-	// DefaultMaxRetries is the number of retries after the first try when
-	// Policy.Waits is empty and Policy.MaxRetries is zero.
-	DefaultMaxRetries = 6
-	// DefaultMaxWait caps each computed exponential wait when
-	// Policy.MaxWait is zero.
-	DefaultMaxWait = 60 * time.Second
-	// DefaultMaxRetryAfter is the longest server-requested wait honoured
-	// when Policy.MaxRetryAfter is zero.
-	DefaultMaxRetryAfter = 5 * time.Minute
+	// defaultReserve is the most a zero Reserve keeps: the reserve is then
+	// the lesser of it and a fifth of the time the request's deadline
+	// leaves when the call starts.
+	defaultReserve = 60 * time.Second
+	// defaultMaxRetries is the number of retries after the first try when
+	// Waits is empty and MaxRetries is zero.
+	defaultMaxRetries = 6
+	// defaultMaxWait caps each computed exponential wait when MaxWait is
+	// zero.
+	defaultMaxWait = 60 * time.Second
+	// defaultMaxRetryAfter is the longest server-requested wait honoured
+	// when MaxRetryAfter is zero.
+	defaultMaxRetryAfter = 5 * time.Minute
 )
 
 // Policy says when and how often a failed model request is sent again.
@@ -40,7 +42,7 @@ const (
 //
 // A Policy is a value: the Transport keeps its own copy (including a copy of
 // Waits), so changing a Policy after passing it to New or WithPolicy has no
-// effect. OnAttempt, OnHold and OnExhausted are called from the goroutine that
+// effect. OnAttempt and OnExhausted are called from the goroutine that
 // called RoundTrip (or Do); they must be safe for concurrent use when the
 // Transport is shared.
 type Policy struct {
@@ -55,25 +57,23 @@ type Policy struct {
 	// Reserve is the time that must remain before the request's context
 	// deadline after a wait: a wait is taken only if
 	// now + wait + Reserve <= deadline, and no read or hold goes past
-	// deadline − Reserve. Zero means the lesser of DefaultReserve (60 s)
-	// and a fifth of the time the deadline leaves when the call starts,
-	// so a short deadline (an http.Client's 30-s Timeout) still leaves
-	// room to retry. It has no effect on requests without a deadline.
+	// deadline − Reserve. Zero means the lesser of 60 s and a fifth of
+	// the time the deadline leaves when the call starts, so a short
+	// deadline (an http.Client's 30-s Timeout) still leaves room to retry. It has no effect on requests without a deadline.
 	Reserve time.Duration
 	// MaxRetries is the number of retries after the first try (retries, not
 	// attempts), in each round of the schedule (see OnExhausted). Zero
-	// means DefaultMaxRetries (6) when Waits is empty; with Waits, zero
-	// means no cap beyond the schedule and a positive value caps the
-	// number of retries.
+	// means 6 when Waits is empty; with Waits, zero means no cap beyond the
+	// schedule and a positive value caps the number of retries.
 	MaxRetries int
 	// MaxWait caps each computed exponential wait (it does not cap Waits or
-	// server waits). Zero means DefaultMaxWait (60 s).
+	// server waits). Zero means 60 s.
 	MaxWait time.Duration
 	// MaxRetryAfter is the longest server-requested wait honoured. A
 	// response asking for longer ends retrying at once and is returned;
 	// so does an error stating a longer wait (a method RetryAfter()
 	// time.Duration in its chain, from Do's operation or a Transport's
-	// base; see Do). Zero means DefaultMaxRetryAfter (5 minutes).
+	// base; see Do). Zero means 5 minutes.
 	MaxRetryAfter time.Duration
 	// AttemptTimeout is the longest one attempt may wait for its response
 	// headers, counted from when it is sent (its request body's upload
@@ -102,6 +102,36 @@ type Policy struct {
 	// caller reads exactly the bytes the provider sent, from the first.
 	// Bedrock's binary event stream is handed over untouched.
 	RetryStreams bool
+	// ContinueStreams continues a stream the caller already reads when it
+	// breaks before its end (with RetryStreams, which it needs): a reset
+	// or early close, a failed read, a stall past StreamIdleTimeout, an
+	// error event after content, or a data line that is not JSON. The
+	// breaking event never reaches the caller; the rest of the answer is
+	// asked for again and handed on in the same body, spliced so that the
+	// caller's SDK accumulates one whole answer (the first message's id,
+	// continuous indices, one completion marker): resumed where a
+	// Responses stream was created with background: true; else with the
+	// text delivered so far as a last assistant turn (a prefill) where the
+	// route's API continues one and has not refused one; else sent again
+	// as it was and matched against what was delivered (a regeneration
+	// that departs from it is never handed on). Each continuation is an
+	// attempt of the call (Attempt.Continued says so), under its limits,
+	// schedule, timeouts, coordination and routes, and bills the prompt
+	// and the delivered text again. A stream is never continued inside or
+	// after a tool call, in a thinking block, with several choices, or as
+	// Bedrock's event stream: its read then fails with ErrStreamCut.
+	// Opt-in: it changes what is sent. See docs/streams.md.
+	ContinueStreams bool
+	// ContinueBy says how a stream cut on a host is continued, where what
+	// the host's API allows is not known (a proxy, a self-hosted server):
+	// "prefill" (it continues a final assistant message), "prefix" (it
+	// does when that message says "prefix": true, as DeepSeek's and
+	// Mistral's do) or "regenerate" (it does not: the request is sent
+	// again as it was and matched). Keys are hosts as in the URL, in
+	// lower case. A host not listed is continued as its API is known to
+	// allow, and by prefill where nothing is known, with a reply that
+	// starts over recognised as a regeneration. Nil means none.
+	ContinueBy map[string]string
 	// FirstEventTimeout bounds the wait for a stream's first event that
 	// carries content, counted from its response headers, when the policy
 	// retries streams: an attempt past it is abandoned and retried. Zero
@@ -117,47 +147,74 @@ type Policy struct {
 	// primary (the request as the caller made it) cannot answer in time:
 	// the same API elsewhere (another region, deployment or account; see
 	// RouteTo), or another model. A call moves its next attempt to the
-	// next route, at once, when an attempt fails in a way that says its
-	// provider is down (a retryable 5xx or 529, a failed connection, an
-	// attempt or first-event timeout, an error as a stream's first event)
-	// or is rate-limited beyond the call's means (a wait it cannot afford,
-	// its retries spent, a provider that says waiting will not help), or
-	// when coordination holds the call (see Coordination). It never moves
-	// for the request's own fault, a status that says the request is wrong
-	// (400, 401, 404 …), or a stream already handed to the caller; a stream
-	// moves only with RetryStreams. A route that fails as if down is
-	// passed for the next; after the last, the call waits as it waits on
-	// its primary and tries again from the primary. Every route keeps the
-	// call's deadline, reserve and retry count; a move is a retry without a
-	// wait, and a route the call has not tried yet is tried even when the
-	// schedule's retries are spent. Attempt.Route, LogAttempts and
-	// Exhausted.Routes say which route each attempt took. A fallback bills
-	// its own account and model. Nil means none: every attempt goes to the
-	// primary.
+	// next route that applies to the request, at once, when an attempt
+	// fails in a way that says waiting on its provider cannot win: a wait
+	// the call cannot afford or above MaxRetryAfter, its retries spent, a
+	// provider that says waiting will not help (x-should-retry: false, a
+	// spent quota or spend cap), an attempt or first-event timeout, a key
+	// coordination already knows is down (see package coordination), or a
+	// second failure in a row that says the provider is down (a retryable
+	// 5xx or 529, a failed connection, an error as a stream's first
+	// event): one such failure alone is a blip, retried on the primary
+	// after its wait (with FallbackAfter, see there). A 401 or 403 that
+	// refuses the primary's credential (invalid, revoked, lacking
+	// permission) moves the call to the next route whose Route sets a
+	// credential of its own, and the primary is not sent it again. It
+	// never moves for the request's own fault, another status that says
+	// the request is wrong (400, 404, 422 …), or a stream already handed
+	// to the caller; a stream moves only with RetryStreams. A route that
+	// fails as if down is passed for the next; after the last, the call
+	// waits as it waits on its primary and tries again from the primary.
+	// Every route keeps the call's deadline, reserve and retry count; a
+	// move is a retry without a wait, and a route the call has not tried
+	// yet is tried even when the schedule's retries are spent. A route
+	// that does not apply to the request (a RouteTo route for another
+	// base) is no move: the call waits as if it were not there.
+	// Attempt.Route, Attempt.Moved, LogAttempts and Exhausted.Routes say
+	// which route each attempt took and why the call moved. A fallback
+	// bills its own account and model. Nil means none: every attempt goes
+	// to the primary.
 	Fallback []Route
 	// FallbackAfter is how long a call stays on its primary first: before
 	// it has passed (counted from the call's start), a failure of the
 	// primary is retried on the primary by the schedule, unless no retry
 	// could follow there (its retries spent, or a wait the call cannot
-	// afford). Zero means the first failure that says the provider is down
-	// or rate-limited beyond the call's means moves the call.
+	// afford); once it has passed, any retryable failure moves the call.
+	// Zero means a blip stays home: one failure that says the provider is
+	// down is retried on the primary after its wait, and the call moves at
+	// the second, or at once when waiting cannot win (see Fallback).
 	FallbackAfter time.Duration
+	// LongContext lists the routes a call moves to, in order, when its
+	// provider refuses the request as longer than the model's context
+	// window: a model with a larger window (OpenAI's and Azure's
+	// context_length_exceeded, Anthropic's "prompt is too long", Gemini's
+	// and Vertex's input token count, Bedrock's "Input is too long",
+	// OpenRouter's and others' "maximum context length"). The move is at
+	// once, and the request is never sent as it is to the primary or a
+	// Fallback route again: the rest of the call stays on these routes
+	// (one that is down is retried by the schedule, or passed for the
+	// next). Any other 400 never moves. Routes are numbered after
+	// Fallback's: route len(Fallback)+k is LongContext[k-1]. Nil means
+	// none: such a refusal is returned at once.
+	LongContext []Route
 	// OnAttempt, if set, is called once per attempt, after the attempt ends
 	// and before any wait. It must not read or close Attempt.Response.Body.
 	OnAttempt func(Attempt)
 	// OnExhausted, if set, is asked once the schedule's retries are spent
 	// (ErrRetriesSpent, not another reason) whether to run another round
-	// of the schedule. Nil means fail: the last result is returned.
-	OnExhausted Asker
-	// OnHold, if set, is called when a coordinated call is held back before
-	// an attempt and again when the hold ends (see Coordination and Hold).
-	// It is never called on a Transport made by New.
-	OnHold func(Hold)
+	// of the schedule: true runs it (an attempt at once, then the
+	// schedule's retries), false returns the last result. It is called once
+	// per round with the call's record so far (its Response body belongs
+	// to the caller: do not read or close it), from the goroutine that
+	// made the call, and must return promptly once ctx is done (a done
+	// context counts as false). A Person's Ask method is one that puts the
+	// question to a person. Nil means fail: the last result is returned.
+	OnExhausted func(ctx context.Context, e *Exhausted) bool
 }
 
 // Validate reports whether p can be used, naming every field that cannot
 // (one error per field, joined). It refuses negative durations and counts,
-// a negative wait in Waits and a nil Route in Fallback.
+// a negative wait in Waits and a nil Route in Fallback or LongContext.
 func (p Policy) Validate() error {
 	var errs []error
 	for i, w := range p.Waits {
@@ -182,6 +239,19 @@ func (p Policy) Validate() error {
 			errs = append(errs, fmt.Errorf("llmretry: Policy.Fallback[%d] is nil", i))
 		}
 	}
+	for i, r := range p.LongContext {
+		if r == nil {
+			errs = append(errs, fmt.Errorf("llmretry: Policy.LongContext[%d] is nil", i))
+		}
+	}
+	for host, by := range p.ContinueBy {
+		if by != "prefill" && by != "prefix" && by != "regenerate" {
+			errs = append(errs, fmt.Errorf("llmretry: Policy.ContinueBy[%q] is %q, not prefill, prefix or regenerate", host, by))
+		}
+	}
+	if p.ContinueStreams && !p.RetryStreams {
+		errs = append(errs, errors.New("llmretry: Policy.ContinueStreams needs RetryStreams"))
+	}
 	if p.MaxRetries < 0 {
 		errs = append(errs, fmt.Errorf("llmretry: Policy.MaxRetries is negative (%d)", p.MaxRetries))
 	}
@@ -193,13 +263,13 @@ func (p Policy) Validate() error {
 // zero Reserve stays zero: it depends on each call's deadline (reserveFor).
 func (p Policy) resolved() Policy {
 	if p.MaxRetries == 0 && len(p.Waits) == 0 {
-		p.MaxRetries = DefaultMaxRetries
+		p.MaxRetries = defaultMaxRetries
 	}
 	if p.MaxWait == 0 {
-		p.MaxWait = DefaultMaxWait
+		p.MaxWait = defaultMaxWait
 	}
 	if p.MaxRetryAfter == 0 {
-		p.MaxRetryAfter = DefaultMaxRetryAfter
+		p.MaxRetryAfter = defaultMaxRetryAfter
 	}
 	if p.Waits != nil {
 		p.Waits = append([]time.Duration(nil), p.Waits...)
@@ -207,15 +277,11 @@ func (p Policy) resolved() Policy {
 	if p.Fallback != nil {
 		p.Fallback = append([]Route(nil), p.Fallback...)
 	}
-	return p
-}
-
-// reserveFor returns the reserve of a call whose deadline leaves left when
-// it starts: the policy's Reserve, or, when that is zero, the lesser of
-// DefaultReserve and a fifth of left.
-func (p *Policy) reserveFor(left time.Duration) time.Duration {
-	if p.Reserve != 0 {
-		return p.Reserve
+	if p.LongContext != nil {
+		p.LongContext = append([]Route(nil), p.LongContext...)
 	}
-	return max(0, min(DefaultReserve, left/5))
+	if p.ContinueBy != nil {
+		p.ContinueBy = maps.Clone(p.ContinueBy)
+	}
+	return p
 }

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -53,8 +54,8 @@ func TestZeroPolicyRetriesUnderAShortDeadline(t *testing.T) {
 	for _, viaContext := range []bool{false, true} {
 		t.Run(map[bool]string{false: "client timeout", true: "context deadline"}[viaContext], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(fail(502), fail(502), ok)
-				client := &http.Client{Transport: mustNew(t, prov.mock, Policy{})}
+				prov := testkit.NewProvider(testkit.Fail(502), testkit.Fail(502), testkit.OK())
+				client := &http.Client{Transport: mustNew(t, prov, Policy{})}
 				ctx := context.Background()
 				if viaContext {
 					var cancel context.CancelFunc
@@ -69,22 +70,22 @@ func TestZeroPolicyRetriesUnderAShortDeadline(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, 200, resp.StatusCode)
 				assert.Equal(t, `{"answer":42}`, bodyOf(t, resp))
-				assert.Equal(t, 3, prov.attempts())
+				assert.Equal(t, 3, prov.Attempts())
 			})
 		})
 	}
 }
 
 // The zero Reserve scales with the deadline: a fifth of the time left,
-// never more than DefaultReserve; an explicit Reserve keeps its meaning.
+// never more than defaultReserve; an explicit Reserve keeps its meaning.
 func TestReserveFor(t *testing.T) {
 	cases := []struct {
 		reserve, left, want time.Duration
 	}{
 		{0, 30 * time.Second, 6 * time.Second},
 		{0, 2 * time.Minute, 24 * time.Second},
-		{0, 5 * time.Minute, DefaultReserve},
-		{0, time.Hour, DefaultReserve},
+		{0, 5 * time.Minute, defaultReserve},
+		{0, time.Hour, defaultReserve},
 		{0, -time.Second, 0},
 		{10 * time.Second, 30 * time.Second, 10 * time.Second},
 		{2 * time.Minute, 30 * time.Second, 2 * time.Minute},

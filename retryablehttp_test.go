@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -17,6 +18,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -241,11 +243,11 @@ func TestRetryIsTheFirstAttemptAgain(t *testing.T) {
 // a retry's error, so the caller sees the base's own error.
 func TestRetryErrorsAreTheBasesOwn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), refused)
-		_, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+		prov := testkit.NewProvider(testkit.Fail(503), testkit.Refused())
+		_, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}}), context.Background())
 		var ex *Exhausted
 		require.ErrorAs(t, err, &ex)
-		var op *netOpError
+		var op *net.OpError
 		require.ErrorAs(t, err, &op)
 		var ue *url.Error
 		assert.False(t, errors.As(ex.Err, &ue), "not wrapped by an inner http.Client: %v", ex.Err)
@@ -285,12 +287,12 @@ func (c *idleCounter) CloseIdleConnections() { c.calls++ }
 // reach a shared base transport. The Transport's own method forwards.
 func TestFailuresDoNotCloseIdleConnections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), refused, fail(400))
-		base := &idleCounter{RoundTripper: prov.mock}
+		prov := testkit.NewProvider(testkit.Fail(503), testkit.Refused(), testkit.Fail(400))
+		base := &idleCounter{RoundTripper: prov}
 		rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second}})
 		_, err := post(t, rt, context.Background())
 		require.NoError(t, err)
-		assert.Equal(t, 3, prov.attempts())
+		assert.Equal(t, 3, prov.Attempts())
 		assert.Zero(t, base.calls)
 		rt.CloseIdleConnections()
 		assert.Equal(t, 1, base.calls)

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/llmretry/llmretry/internal/credential"
 )
 
 // Route turns the request a call would send to its primary into the one it
@@ -19,9 +21,10 @@ import (
 // and with every credential of the primary already removed (the
 // Authorization, Proxy-Authorization, x-api-key, api-key, x-goog-api-key,
 // Cookie, X-Amz-Security-Token and Ocp-Apim-Subscription-Key headers, in
-// any spelling, credential-like query values such as key=, and URL user
-// information): a Route sets its own credentials, and no credential of the
-// primary can reach another route unless a Route copies one in. The Route
+// any spelling, credential-like query parameters such as key= (the ones
+// Redact blanks), and URL user information): a Route sets its own
+// credentials, and no credential of the primary can reach another route
+// unless a Route copies one in. The Route
 // is called afresh for every attempt on its route, so that it may sign each
 // one (an AWS Signature Version 4 binds the host: a Route that re-signs
 // routes a Bedrock call). It returns the request to send (the one it was
@@ -131,34 +134,11 @@ func under(u, base *url.URL) (string, bool) {
 	return rest, true
 }
 
-// routeHeaders are the request headers a call removes before it hands a
-// request to a Route: the primary's credentials.
-var routeHeaders = append(secretHeaders[:len(secretHeaders):len(secretHeaders)], "X-Amz-Security-Token", "Ocp-Apim-Subscription-Key")
-
 // forRoute returns what a Route receives for one attempt: a deep copy of
 // first, with ctx, body and none of first's credentials (see Route).
 func forRoute(ctx context.Context, first *http.Request, body io.ReadCloser) *http.Request {
 	r := first.Clone(ctx)
-	for name := range r.Header {
-		// Whatever its spelling: a header map set directly may hold a
-		// name that is not canonical.
-		for _, secret := range routeHeaders {
-			if strings.EqualFold(name, secret) {
-				delete(r.Header, name)
-				break
-			}
-		}
-	}
-	r.URL.User = nil
-	if r.URL.RawQuery != "" {
-		q := r.URL.Query()
-		for name := range q {
-			if isCredentialParam(name) {
-				q.Del(name)
-			}
-		}
-		r.URL.RawQuery = q.Encode()
-	}
+	credential.Strip(r)
 	r.Body, r.GetBody = body, nil // a Route may change the body: it sets its own GetBody
 	return r
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/jarcoal/httpmock"
 
@@ -63,10 +64,11 @@ func ExampleRouteTo() {
 }
 
 // OpenAI direct, and another deployment of the same API when OpenAI
-// cannot answer in time: the primary is down (503), so the call's next
+// cannot answer in time: the primary is down (503). One 503 is a blip,
+// retried on the primary after its wait; at the second the call's next
 // attempt goes to the fallback at once, and the caller reads the
 // fallback's own answer, with its own model name and usage. The record
-// says which route each attempt took.
+// says which route each attempt took, and why the call moved.
 func ExamplePolicy_fallback() {
 	primary := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error"}}`, http.StatusServiceUnavailable)
@@ -84,9 +86,14 @@ func ExamplePolicy_fallback() {
 		log.Fatal(err)
 	}
 	rt, err := llmretry.New(nil, llmretry.Policy{
+		Waits:    []time.Duration{10 * time.Millisecond, 10 * time.Millisecond},
 		Fallback: []llmretry.Route{other},
 		OnAttempt: func(a llmretry.Attempt) {
-			fmt.Printf("attempt %d, route %d, %s: %s\n", a.N, a.Route, a.Request.URL.Path, a.Response.Status)
+			fmt.Printf("attempt %d, route %d, %s: %s", a.N, a.Route, a.Request.URL.Path, a.Response.Status)
+			if a.Moved != "" {
+				fmt.Printf(", moved: %s", a.Moved)
+			}
+			fmt.Println()
 		},
 	})
 	if err != nil {
@@ -105,7 +112,8 @@ func ExamplePolicy_fallback() {
 	fmt.Println(resp.StatusCode, string(answer))
 	// Output:
 	// attempt 1, route 0, /v1/chat/completions: 503 Service Unavailable
+	// attempt 2, route 0, /v1/chat/completions: 503 Service Unavailable, moved: provider down
 	// the fallback got Authorization "", Api-Key "FALLBACK_KEY"
-	// attempt 2, route 1, /openai/v1/chat/completions: 200 OK
+	// attempt 3, route 1, /openai/v1/chat/completions: 200 OK
 	// 200 {"model":"gpt-4o-2024-11-20","choices":[{"message":{"content":"Hello!"}}],"usage":{"total_tokens":28}}
 }

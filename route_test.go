@@ -163,7 +163,7 @@ func TestRouteCredentialsNeverCross(t *testing.T) {
 				return (&net.Dialer{}).DialContext(ctx, network, addr)
 			}
 			defer base.CloseIdleConnections()
-			rt := mustNew(t, base, Policy{Fallback: []Route{tc.route(fallback.URL)}})
+			rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond, time.Millisecond}, Fallback: []Route{tc.route(fallback.URL)}})
 			body := `{"model":"primary-model","messages":[{"role":"user","content":"hi"}]}`
 			req, err := http.NewRequest(http.MethodPost, "http://"+user+":"+pass+"@primary.test/v1/chat/completions?key="+queryKey+"&api-version=1", strings.NewReader(body))
 			require.NoError(t, err)
@@ -181,7 +181,7 @@ func TestRouteCredentialsNeverCross(t *testing.T) {
 			assert.Equal(t, 200, resp.StatusCode)
 			assert.Contains(t, string(got), "fallback-model", "the fallback's own answer")
 
-			require.Len(t, primary.requests(), 1)
+			require.Len(t, primary.requests(), 2, "a blip, then a move")
 			assert.Contains(t, primary.requests()[0], "PRIMARY-XAPIKEY", "the primary got its credentials")
 			fb := fallback.requests()
 			require.Len(t, fb, 1)

@@ -3,22 +3,8 @@ package llmretry
 import (
 	"math/rand/v2"
 	"time"
-)
 
-// stop says why a request is not retried any more; reason turns it into
-// the exported sentinel (reason.go).
-type stop int
-
-const (
-	stopNone       stop = iota // a retry follows
-	stopAnswered               // the result is an answer (a status below 400)
-	stopFinal                  // the result is not retryable
-	stopSpent                  // the schedule ran out of retries (an Asker may be asked)
-	stopDeadline               // the wait would break the deadline/reserve rule
-	stopServerWait             // the server asked for a wait above MaxRetryAfter
-	stopProvider               // the provider says waiting will not help (spent quota, x-should-retry: false)
-	stopHeld                   // the gatekeeper held the next attempt (its provider down, or asking for a wait) longer than the call could wait
-	stopSigned                 // the request's AWS signature would be too old when resent
+	"github.com/llmretry/llmretry/internal/coord"
 )
 
 // retryLimit returns how many retries the schedule allows in one round: a
@@ -41,39 +27,66 @@ func (p *Policy) retryLimit(hasDeadline bool) int {
 	return limit
 }
 
-// pause is a wait before a retry as one side states it: the schedule's
-// (set false when it allows no further retry) or the server's (set false
-// when it asked for none). The zero pause states none.
-type pause struct {
-	d   time.Duration
-	set bool
-}
-
 // scheduleWait returns the policy's own wait before retry k (1-based,
 // counted within one round), unset when the schedule allows no retry k.
 // A jittered wait is drawn anew on each call. p must be resolved.
-func (p *Policy) scheduleWait(k int, hasDeadline bool) pause {
+func (p *Policy) scheduleWait(k int, hasDeadline bool) coord.Pause {
 	if k < 1 || k > p.retryLimit(hasDeadline) {
-		return pause{}
+		return coord.Pause{}
 	}
 	if len(p.Waits) == 0 {
-		return pause{d: fullJitter(k, p.MaxWait), set: true}
+		return coord.Pause{D: fullJitter(k, p.MaxWait), Set: true}
 	}
-	return pause{d: p.Waits[min(k, len(p.Waits))-1], set: true}
+	return coord.Pause{D: p.Waits[min(k, len(p.Waits))-1], Set: true}
 }
 
 // fullJitter returns a random duration in [0, min(maxWait, 2^(k-1) s)].
 func fullJitter(k int, maxWait time.Duration) time.Duration {
+	ceiling := jitterCeiling(k, maxWait)
+	if ceiling <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+}
+
+// upperJitter returns a random duration in the upper half of fullJitter's
+// range: [c/2, c], c = min(maxWait, 2^(k-1) s).
+func upperJitter(k int, maxWait time.Duration) time.Duration {
+	ceiling := jitterCeiling(k, maxWait)
+	if ceiling <= 0 {
+		return 0
+	}
+	half := ceiling / 2
+	return half + time.Duration(rand.Int64N(int64(ceiling-half)+1))
+}
+
+// jitterCeiling returns min(maxWait, 2^(k-1) s), the top of retry k's
+// jitter range.
+func jitterCeiling(k int, maxWait time.Duration) time.Duration {
 	ceiling := maxWait
 	if k-1 < 32 { // 2^31 s is far above any sane MaxWait; avoid overflow
 		if exp := time.Duration(1<<(k-1)) * time.Second; exp < ceiling {
 			ceiling = exp
 		}
 	}
-	if ceiling <= 0 {
-		return 0
+	return ceiling
+}
+
+// refusedWait returns the schedule's pause sched for retry k (1-based,
+// within the round) after a 429 that stated no wait (no Retry-After, no
+// wait in its words or its rate-limit headers): a jittered wait is drawn
+// again from the upper half of its step's range, so that it is never
+// less than half of what the step allows and at least what it promises on
+// average — a persistent 429 meets at most 3 attempts in its first 3 s
+// (0, ≥ 0.5 s, ≥ 1.5 s), where full jitter may draw four waits near zero.
+// Full jitter stays for 5xx and failed connections, where spreading a
+// crowd over the whole range does the least work. Waits are kept as they
+// are. p must be resolved.
+func (p *Policy) refusedWait(k int, sched coord.Pause) coord.Pause {
+	if !sched.Set || len(p.Waits) > 0 {
+		return sched
 	}
-	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+	return coord.Pause{D: upperJitter(k, p.MaxWait), Set: true}
 }
 
 // plan decides whether a retry follows and after how long, at now, from
@@ -81,19 +94,19 @@ func fullJitter(k int, maxWait time.Duration) time.Duration {
 // server's (unset: it asked for nothing) and the call's limits: the wait
 // is the longer of the two, a server's above MaxRetryAfter ends retrying,
 // and so does a wait that would pass a limit. A call whose next attempt
-// its gatekeeper holds (see gatekeeper) passes a zero schedule's wait: only
+// its gatekeeper holds (see coord.Gatekeeper) passes a zero schedule's wait: only
 // the server's counts, and the gate keeps the limits while it holds. p
 // must be resolved.
-func (p *Policy) plan(sched, server pause, now time.Time, lim limits) (time.Duration, stop) {
-	if !sched.set {
+func (p *Policy) plan(sched, server coord.Pause, now time.Time, lim limits) (time.Duration, stop) {
+	if !sched.Set {
 		return 0, stopSpent
 	}
-	wait := sched.d
-	if server.set {
-		if server.d > p.MaxRetryAfter {
+	wait := sched.D
+	if server.Set {
+		if server.D > p.MaxRetryAfter {
 			return 0, stopServerWait
 		}
-		wait = max(wait, server.d)
+		wait = max(wait, server.D)
 	}
 	if why := lim.allows(now.Add(wait)); why != stopNone {
 		return 0, why

@@ -1,12 +1,25 @@
 package llmretry
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmretry/llmretry/internal/wire"
 )
+
+// This file is the root's face of streams: IsStream, and the stream guard
+// that reads a 2xx text/event-stream ahead to its first event that decides
+// before the Transport hands it over (with RetryStreams). An error there
+// makes the attempt a failure, retried like the status it stands for;
+// anything else is handed over with the bytes read ahead in front, so the
+// caller reads exactly what the provider sent. What a stream says is read
+// by internal/wire (its framer, its JSON lexer, each API's event shapes).
+// A committed stream the caller reads is under StreamIdleTimeout (idleBody).
 
 // IsStream reports whether req asks for a streamed response, from what
 // clients really send:
@@ -44,216 +57,421 @@ func IsStream(req *http.Request) bool {
 // isStream is IsStream with the body source given separately (the
 // Transport's own replayable copy when req has no GetBody).
 func isStream(req *http.Request, getBody func() (io.ReadCloser, error)) bool {
-	if req == nil {
-		return false
-	}
-	for _, v := range req.Header.Values("Accept") {
-		if containsFold(v, "text/event-stream") || containsFold(v, "application/vnd.amazon.eventstream") {
-			return true
-		}
-	}
-	if u := req.URL; u != nil {
-		if strings.Contains(u.Path, ":streamGenerateContent") || strings.Contains(u.RawPath, ":streamGenerateContent") {
-			return true
-		}
-		if strings.HasSuffix(u.Path, "/converse-stream") || strings.HasSuffix(u.Path, "/invoke-with-response-stream") {
-			return true
-		}
-		if strings.Contains(u.RawQuery, "alt=sse") && u.Query().Get("alt") == "sse" {
-			return true
-		}
-	}
-	if getBody == nil {
-		return false
-	}
-	body, err := getBody()
-	if err != nil || body == nil {
-		return false
-	}
-	defer body.Close()
-	var s streamScanner
-	if wt, ok := body.(io.WriterTo); ok {
-		_, _ = wt.WriteTo(&s)
-	} else {
-		_, _ = io.Copy(&s, body)
-	}
-	return s.stream()
+	return wire.IsStream(req, getBody)
 }
 
-// streamScanner finds a top-level "stream": true in a JSON object written
-// to it in pieces of any size. It tracks the nesting depth and whether it
-// is inside a string; it keeps only the key of the current top-level member
-// (up to maxKeyBytes of it) and how much of a literal true it has matched.
-// Once the object has ended, or the input is not an object, it stops
-// looking (Write still accepts everything, so copies run to their end).
-//
-// The input is not validated: a malformed body reads as whatever members it
-// seems to have.
-type streamScanner struct {
-	state    scanState
-	depth    int  // nesting of objects and arrays; the top object is 1
-	wantKey  bool // at depth 1, the next string is a member's key
-	escaped  bool // inside a string, the previous byte was a backslash
-	key      [maxKeyBytes]byte
-	keyLen   int  // bytes of key; maxKeyBytes+1 once it is too long
-	keyEsc   bool // the key has an escape sequence
-	isStream bool // the current top-level member's key is "stream"
-	matched  int  // bytes of "true" matched as the stream member's value
-	found    bool // the latest "stream" member's value is true
-	lastTrue bool // a "stream" value true waits for a delimiter
+// firstEvent is the verdict on a stream's opening (see wire.FirstEvent).
+type firstEvent = wire.FirstEvent
+
+// openingLimit is the most of a stream's opening that is read ahead: far
+// more than any provider's preamble and first event (a chat completion's
+// first chunk, Anthropic's three opening events, take under 2 KiB).
+const openingLimit = 64 << 10
+
+// guardsOpening reports whether resp's opening is read ahead before it is
+// handed over: the policy retries streams and resp is a 2xx
+// text/event-stream.
+func (p *Policy) guardsOpening(resp *http.Response) bool {
+	return p.RetryStreams && resp.StatusCode >= 200 && resp.StatusCode <= 299 &&
+		hasMediaType(resp.Header.Get("Content-Type"), wire.MediaSSE)
 }
 
-// maxKeyBytes is the longest raw key that may still spell "stream" (every
-// letter as a \u escape: 6 × 6 bytes).
-const maxKeyBytes = 36
-
-// scanState is where the scanner is in the JSON text.
-type scanState uint8
-
-const (
-	scanStart  scanState = iota // before the first byte of the value
-	scanValue                   // between tokens
-	scanString                  // inside a string that is not a top-level key
-	scanKey                     // inside a top-level key
-	scanLit                     // matching true after "stream":
-	scanDone                    // the object ended, or the input is not an object
-)
-
-// Write scans p. It never fails.
-func (s *streamScanner) Write(p []byte) (int, error) {
-	n := len(p)
-	for i := 0; i < len(p) && s.state != scanDone; i++ {
-		c := p[i]
-		switch s.state {
-		case scanStart:
-			switch {
-			case isSpace(c):
-			case c == 0xEF || c == 0xBB || c == 0xBF: // a byte-order mark
-			case c == '{':
-				s.state, s.depth, s.wantKey = scanValue, 1, true
-			default:
-				s.state = scanDone
-			}
-		case scanString:
-			// Skip to the next quote or backslash at once: prompts are
-			// long strings.
-			if s.escaped {
-				s.escaped = false
-				continue
-			}
-			j := bytes.IndexAny(p[i:], `"\`)
-			if j < 0 {
-				i = len(p)
-				continue
-			}
-			i += j
-			if p[i] == '\\' {
-				s.escaped = true
-			} else {
-				s.state = scanValue
-			}
-		case scanKey:
-			switch {
-			case s.escaped:
-				s.escaped = false
-				s.keyByte(c)
-			case c == '\\':
-				s.escaped, s.keyEsc = true, true
-				s.keyByte(c)
-			case c == '"':
-				s.isStream, s.wantKey, s.state = s.keyIsStream(), false, scanValue
-			default:
-				s.keyByte(c)
-			}
-		case scanLit:
-			if s.matched == 0 && isSpace(c) {
-				continue
-			}
-			if c == "true"[s.matched] {
-				if s.matched++; s.matched == len("true") {
-					s.lastTrue, s.state = true, scanValue
-				}
-				continue
-			}
-			s.found, s.state = false, scanValue
-			i-- // scan c again as a token
-		case scanValue:
-			s.token(c)
+// opening reads the opening of resp, a response guardsOpening accepts: it
+// returns the verdict when the first event that decides is an error
+// (resp's body then replays the bytes read, for a caller that gets it after
+// all), or an error when the read fails or passes its bound
+// (FirstEventTimeout, or the last instant lim allows an attempt); the body
+// is then closed. Otherwise it returns nil, nil, and resp's body replays
+// what was read ahead, then the rest.
+func (p *Policy) opening(resp *http.Response, lim limits) (*firstEvent, error) {
+	body := resp.Body
+	d, name := p.FirstEventTimeout, "Policy.FirstEventTimeout"
+	if latest := lim.latest(); !latest.IsZero() {
+		if left := time.Until(latest); d <= 0 || left < d {
+			d, name = max(left, 0), "the call's deadline less its reserve"
 		}
 	}
-	return n, nil
+	var fired *atomic.Bool
+	var timer *time.Timer
+	if d > 0 || name != "Policy.FirstEventTimeout" {
+		fired = new(atomic.Bool)
+		timer = time.AfterFunc(d, func() {
+			fired.Store(true)
+			body.Close()
+		})
+	}
+	read, ev, err := wire.ScanFirstEvent(body, openingLimit)
+	if timer != nil && (!timer.Stop() || fired.Load()) {
+		body.Close()
+		return nil, &boundError{what: "no first event", name: name, d: d}
+	}
+	if err != nil {
+		body.Close()
+		return nil, err
+	}
+	resp.Body = &streamBody{win: read, rc: body} // replays what was read, then the rest; see handOver
+	if ev.Failed() {
+		failed := ev // only a failure's verdict goes to the heap
+		return &failed, nil
+	}
+	return nil, nil
 }
 
-// token handles byte c between tokens.
-func (s *streamScanner) token(c byte) {
-	if isSpace(c) {
+// handOver returns resp, the answer of cm's committed attempt, as the
+// caller gets it. A stream the policy retries (a 2xx text/event-stream
+// whose opening the guard read) is followed event by event (streamBody):
+// a cut reads as an error, never a clean end, and with ContinueStreams it
+// is continued as cm says. Another successful stream of events is under
+// the policy's StreamIdleTimeout.
+func handOver(resp *http.Response, cm commit) *http.Response {
+	p := cm.p
+	if b, ok := resp.Body.(*streamBody); ok {
+		if !cm.gaveUp {
+			b.follow(resp, cm)
+		}
+		return resp
+	}
+	if p.StreamIdleTimeout > 0 && isEventStream(resp) {
+		resp.Body = newIdleBody(resp.Body, p.StreamIdleTimeout)
+	}
+	return resp
+}
+
+// streamBody is a committed stream the caller reads, under a policy that
+// retries streams. It hands the caller the provider's bytes, whole events
+// at a time (an event's bytes wait until its blank line has come), and
+// follows them (wire.Stream), so that a stream that ends before its
+// completion marker, fails, or stalls past StreamIdleTimeout reads as an
+// error wrapping ErrStreamCut. With ContinueStreams, an error event or a
+// line that is not JSON is such a break too (and never reaches the
+// caller), and a break is continued: the rest of the answer, asked for
+// again (continue.go) and spliced (wire.Splicer), follows in the same
+// body. Read is owned by one goroutine at a time; Close may come from
+// another.
+type streamBody struct {
+	win []byte      // bytes read and not yet handed over; win[:rel] is ready
+	rel int         // how much of win the caller may read
+	out []byte      // spliced events ready for the caller, before win's; nil until a continuation
+	fr  wire.Framer // frames win
+	st  wire.Stream // follows what the caller receives
+	sp  *wire.Splicer
+	k   *resumer // how to continue; nil until the first cut, and without ContinueStreams
+	cm  commit   // the call that committed the stream
+	err error    // sticky: what Read returns once everything ready is read
+
+	idle      time.Duration // StreamIdleTimeout; 0: none
+	timer     *time.Timer
+	idled     atomic.Bool // the idle bound passed
+	mu        sync.Mutex  // guards rc and closed against Close and the idle timer
+	rc        io.ReadCloser
+	closed    bool
+	explicit  bool // an error event ended the stream, as the provider sent it (without ContinueStreams)
+	following bool // follow has set the body up; until then it replays its window, then rc
+}
+
+// follow starts following b, resp's body, whose opening the guard read
+// (the first bytes of its window), for the call cm. Before it, b only
+// replays what was read, then the rest (a stream the caller gets without
+// being followed: one a call gave up on).
+func (b *streamBody) follow(resp *http.Response, cm commit) {
+	b.following, b.cm, b.idle = true, cm, cm.p.StreamIdleTimeout
+	b.st.Reset(wire.APIOf(cm.req.Method, cm.req.URL), cm.p.ContinueStreams) // its text is kept only to continue it
+	if b.idle > 0 {
+		b.timer = time.AfterFunc(b.idle, b.idleFired)
+	}
+	b.frame()
+}
+
+// idleFired is the idle bound passing: the body being read is closed,
+// which ends the Read that waits on it.
+func (b *streamBody) idleFired() {
+	b.idled.Store(true)
+	b.mu.Lock()
+	rc := b.rc
+	b.mu.Unlock()
+	rc.Close()
+}
+
+// Read hands over what is ready, reading on when nothing is.
+func (b *streamBody) Read(p []byte) (int, error) {
+	if !b.following {
+		// Not followed: what the guard read, then the rest, as it comes.
+		if len(b.win) > 0 {
+			n := copy(p, b.win)
+			b.win = b.win[n:]
+			return n, nil
+		}
+		return b.rc.Read(p)
+	}
+	for {
+		if len(b.out) > 0 {
+			n := copy(p, b.out)
+			b.out = b.out[n:]
+			return n, nil
+		}
+		if b.rel > 0 {
+			n := copy(p, b.win[:b.rel])
+			b.drop(n)
+			b.rel -= n
+			return n, nil
+		}
+		if b.err != nil {
+			return 0, b.err
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		b.fill()
+	}
+}
+
+// drop removes the first n bytes of the window.
+func (b *streamBody) drop(n int) {
+	b.win = b.win[:copy(b.win, b.win[n:])]
+	b.fr.Shift(n)
+}
+
+// fill reads once from the body being read, and frames what came.
+func (b *streamBody) fill() {
+	if len(b.win) == cap(b.win) {
+		b.win = append(b.win, make([]byte, max(2048, cap(b.win)))...)[:len(b.win)]
+	}
+	b.mu.Lock()
+	rc, closed := b.rc, b.closed
+	b.mu.Unlock()
+	if closed {
+		b.err = errBodyClosed
 		return
 	}
-	if s.lastTrue {
-		// "stream": true counts once a delimiter ends the literal.
-		s.lastTrue = false
-		s.found = s.depth == 1 && (c == ',' || c == '}')
+	n, err := rc.Read(b.win[len(b.win):cap(b.win)])
+	b.win = b.win[:len(b.win)+n]
+	if b.idled.Load() {
+		err = &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.idle}
+	} else if n > 0 && b.timer != nil && !b.timer.Reset(b.idle) {
+		err = &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.idle}
 	}
-	switch c {
-	case '"':
-		if s.depth == 1 && s.wantKey {
-			s.state, s.keyLen, s.keyEsc = scanKey, 0, false
-		} else {
-			s.state = scanString
-		}
-	case '{', '[':
-		s.depth++
-	case '}', ']':
-		if s.depth--; s.depth == 0 {
-			s.state = scanDone
-		}
-	case ',':
-		if s.depth == 1 {
-			s.wantKey, s.isStream = true, false
-		}
-	case ':':
-		if s.depth == 1 && s.isStream {
-			s.isStream, s.matched = false, 0
-			s.state = scanLit
-		}
+	b.frame()
+	if err != nil && b.err == nil {
+		b.broke(err)
 	}
 }
 
-// keyByte adds c to the current key.
-func (s *streamScanner) keyByte(c byte) {
-	if s.keyLen < maxKeyBytes {
-		s.key[s.keyLen] = c
+// frame reads the window's complete events: each one the caller may have
+// is made ready (the provider's own bytes, or, from a continuation, the
+// splicer's), until one breaks the stream.
+func (b *streamBody) frame() {
+	for b.err == nil {
+		start := b.fr.Start()
+		ev, ok := b.fr.Next(b.win)
+		if !ok {
+			if b.sp == nil {
+				b.rel = b.fr.Start() // and comments, lines of no event
+			}
+			break
+		}
+		if b.sp != nil {
+			b.splice(ev)
+			continue
+		}
+		switch b.st.Observe(ev.Type, ev.Data) {
+		case wire.StepError:
+			if !b.cm.p.ContinueStreams {
+				b.explicit = true // an explicit end, handed on as sent
+				break
+			}
+			b.rel = start
+			b.broke(errStreamEvent)
+			return
+		case wire.StepMalformed:
+			if b.cm.p.ContinueStreams {
+				b.rel = start
+				b.broke(errStreamMalformed)
+				return
+			}
+		case wire.StepEnd:
+			// The API's end of stream before its completion marker (Chat
+			// Completions' [DONE] with no finish_reason): handed on, an
+			// SDK would take the cut for a clean end.
+			b.rel = start
+			b.broke(errStreamEnded)
+			return
+		}
+		b.rel = b.fr.Start()
 	}
-	if s.keyLen <= maxKeyBytes {
-		s.keyLen++
+	if b.sp != nil {
+		// A continuation's own bytes are never handed on: only what
+		// the splicer made of them.
+		b.drop(b.fr.Start())
 	}
 }
 
-// keyIsStream reports whether the key just read is "stream".
-func (s *streamScanner) keyIsStream() bool {
-	if s.keyLen > maxKeyBytes {
+// splice hands on what the splicer makes of a continuation's event.
+func (b *streamBody) splice(ev wire.Event) {
+	out, step, err := b.sp.Next(b.out, ev.Type, ev.Data)
+	b.out = out
+	switch {
+	case err != nil:
+		b.err = b.k.cut(err, "")
+	case step == wire.StepError:
+		b.broke(errStreamEvent)
+	case step == wire.StepMalformed:
+		b.broke(errStreamMalformed)
+	case step == wire.StepEnd:
+		b.broke(errStreamEnded)
+	}
+}
+
+// broke ends the stream read so far for cause: at its end, cleanly if its
+// completion marker (or, without ContinueStreams, an error event) came; a
+// cut otherwise, continued with ContinueStreams when it can be.
+func (b *streamBody) broke(cause error) {
+	if cause == io.EOF {
+		// A stream of an API the Stream does not know has no marker to
+		// miss: its end is the provider's.
+		if b.st.Complete() || b.explicit || !b.st.Knows() {
+			b.err = io.EOF
+			return
+		}
+		cause = errStreamEnded
+	}
+	if !b.cm.p.ContinueStreams {
+		b.err = b.cut(cause)
+		return
+	}
+	if b.k == nil {
+		b.k = b.cm.resumer()
+	}
+	b.stopIdle()
+	b.mu.Lock()
+	old := b.rc
+	b.mu.Unlock()
+	old.Close()
+	resp, strategy, heldBack, err := b.k.continuation(&b.st, cause)
+	if err != nil {
+		b.err = err
+		return
+	}
+	b.mu.Lock()
+	b.rc = resp.Body
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		resp.Body.Close()
+		b.err = errBodyClosed
+		return
+	}
+	// What is ready stays ready, ahead of the rest; the cut event's
+	// bytes go; the continuation is framed afresh.
+	b.out = append(b.out, b.win[:b.rel]...)
+	b.win, b.rel, b.fr = b.win[:0], 0, wire.Framer{}
+	if sb, ok := resp.Body.(*streamBody); ok {
+		b.win, b.rc = append(b.win, sb.win...), sb.rc
+	}
+	b.sp = b.st.Splice(strategy, heldBack)
+	if b.idle > 0 {
+		b.idled.Store(false)
+		b.timer = time.AfterFunc(b.idle, b.idleFired)
+	}
+	b.frame()
+}
+
+// cut is the error of a stream that broke for cause and is not continued
+// (ContinueStreams is off).
+func (b *streamBody) cut(cause error) error {
+	return &Exhausted{Request: b.cm.req, Attempts: b.cm.n, Reason: ErrStreamCut, Err: cause, Routes: b.cm.taken}
+}
+
+// stopIdle stops the idle bound.
+func (b *streamBody) stopIdle() {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
+
+// Close stops the idle bound and closes the body being read.
+func (b *streamBody) Close() error {
+	b.stopIdle()
+	b.mu.Lock()
+	b.closed = true
+	rc := b.rc
+	b.mu.Unlock()
+	return rc.Close()
+}
+
+// How a stream broke, for a cut's error.
+var (
+	errStreamEnded     = errors.New("the stream ended before its completion marker")
+	errStreamEvent     = errors.New("an error event came in place of the rest")
+	errStreamMalformed = errors.New("a data line that is not JSON came in place of the rest")
+	errBodyClosed      = errors.New("http: read on closed response body")
+)
+
+// isEventStream reports whether resp is a successful stream of events: a
+// 2xx text/event-stream (SSE) or AWS event-stream response.
+func isEventStream(resp *http.Response) bool {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return false
 	}
-	raw := s.key[:s.keyLen]
-	if !s.keyEsc {
-		return string(raw) == "stream"
-	}
-	var k string
-	quoted := make([]byte, 0, len(raw)+2)
-	quoted = append(append(append(quoted, '"'), raw...), '"')
-	return json.Unmarshal(quoted, &k) == nil && k == "stream"
+	ct := resp.Header.Get("Content-Type")
+	return hasMediaType(ct, "text/event-stream") || hasMediaType(ct, "application/vnd.amazon.eventstream")
 }
 
-// stream reports whether the body written has a top-level "stream": true.
-// A body cut right after the literal (no closing brace) counts.
-func (s *streamScanner) stream() bool {
-	if s.lastTrue && s.depth == 1 {
-		return true
+// hasMediaType reports whether the Content-Type ct names media type t
+// (case-insensitively, parameters ignored).
+func hasMediaType(ct, t string) bool {
+	ct = strings.TrimLeft(ct, " \t")
+	if len(ct) < len(t) || !strings.EqualFold(ct[:len(t)], t) {
+		return false
 	}
-	return s.found
+	rest := ct[len(t):]
+	return rest == "" || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t'
 }
 
-// isSpace reports whether c is JSON whitespace.
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n'
+// idleBody is a committed stream under StreamIdleTimeout: when no byte
+// arrives for longer than d, the underlying body is closed and Read fails
+// with a *boundError instead of ending cleanly.
+type idleBody struct {
+	rc    io.ReadCloser
+	d     time.Duration
+	timer *time.Timer
+	idle  atomic.Bool // the bound passed; set before rc is closed
+	once  sync.Once   // stops the timer once
 }
+
+// newIdleBody starts watching rc for silence longer than d.
+func newIdleBody(rc io.ReadCloser, d time.Duration) *idleBody {
+	b := &idleBody{rc: rc, d: d}
+	b.timer = time.AfterFunc(d, func() {
+		b.idle.Store(true)
+		rc.Close()
+	})
+	return b
+}
+
+// Read reads from the stream; each read that returns bytes restarts the
+// bound.
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if b.idle.Load() {
+		return n, &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.d}
+	}
+	switch {
+	case err != nil:
+		b.stop() // the end, or a failure: nothing more to watch
+	case n > 0:
+		if !b.timer.Reset(b.d) {
+			// The timer fired as the bytes came: it has closed the body.
+			return n, &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.d}
+		}
+	}
+	return n, err
+}
+
+// Close stops the bound and closes the stream.
+func (b *idleBody) Close() error {
+	b.stop()
+	return b.rc.Close()
+}
+
+// stop stops the timer.
+func (b *idleBody) stop() { b.once.Do(func() { b.timer.Stop() }) }

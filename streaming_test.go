@@ -4,12 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/url"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,32 +19,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// bigMessages returns a chat "messages" JSON array of at least size bytes,
-// the bulk of a long agent conversation.
-func bigMessages(size int) string {
-	var b strings.Builder
-	b.Grow(size + 2048)
-	b.WriteString("[")
-	content := strings.Repeat("lorem ipsum ", 85) // about 1 KiB
-	for i := 0; b.Len() < size; i++ {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `{"role":"user","content":%q}`, content)
-	}
-	b.WriteString("]")
-	return b.String()
-}
-
-// readOnlyReader hides every method of its reader but Read (no
-// io.WriterTo), like a body streamed from a file or a pipe.
-type readOnlyReader struct{ r io.Reader }
-
-func (r readOnlyReader) Read(p []byte) (int, error) { return r.r.Read(p) }
 
 func TestIsStreamDetection(t *testing.T) {
 	big := bigMessages(3 << 20) // several MiB of conversation
@@ -224,7 +202,7 @@ func TestStreamNotRetriedByDefault(t *testing.T) {
 	for _, getBody := range []bool{true, false} {
 		t.Run(fmt.Sprintf("GetBody %v", getBody), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(fail(503), ok)
+				prov := testkit.NewProvider(testkit.Fail(503), testkit.OK())
 				var rec recorder
 				req := streamRequest(t, testURL, body)
 				if !getBody {
@@ -233,30 +211,55 @@ func TestStreamNotRetriedByDefault(t *testing.T) {
 					req.GetBody = nil
 				}
 				start := time.Now()
-				resp, err := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, OnAttempt: rec.on}).RoundTrip(req)
+				resp, err := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, OnAttempt: rec.on}).RoundTrip(req)
 				require.NoError(t, err)
-				assert.Equal(t, 1, prov.attempts())
+				assert.Equal(t, 1, prov.Attempts())
 				assert.Equal(t, 503, resp.StatusCode)
 				assert.Equal(t, "error 503", bodyOf(t, resp), "the provider's body, intact")
 				assert.Zero(t, time.Since(start), "no wait")
 				require.Len(t, rec.attempts, 1)
 				assert.Zero(t, rec.attempts[0].RetryIn)
+				// The stop says why: not "not retryable", false of a 503.
+				ex := GaveUp(resp)
+				require.NotNil(t, ex)
+				assert.ErrorIs(t, ex.Reason, ErrNotRetryable)
+				assert.Contains(t, ex.Error(), "not retried: a stream is sent once without Policy.RetryStreams")
+				assert.Equal(t, ex.Reason, rec.attempts[0].Stop)
 			})
 		})
 	}
+	t.Run("a refused connection", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := testkit.NewProvider(testkit.Refused())
+			_, err := mustNew(t, prov, Policy{}).RoundTrip(streamRequest(t, testURL, `{"stream":true}`))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrNotRetryable)
+			assert.ErrorContains(t, err, "not retried: a stream is sent once without Policy.RetryStreams")
+			assert.Equal(t, 1, prov.Attempts())
+		})
+	})
+	t.Run("a 400 is not retryable", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := testkit.NewProvider(testkit.Fail(400))
+			resp, err := mustNew(t, prov, Policy{}).RoundTrip(streamRequest(t, testURL, `{"stream":true}`))
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, "llmretry: not retryable: 400 Bad Request", GaveUp(resp).Error())
+		})
+	})
 }
 
 func TestStreamRetriedWithRetryStreams(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		body := `{"messages":` + bigMessages(64<<10) + `,"model":"gpt-4o","stream":true}`
-		prov := newProvider(fail(503), ok)
+		prov := testkit.NewProvider(testkit.Fail(503), testkit.OK())
 		req := streamRequest(t, testURL, body)
-		resp, err := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, RetryStreams: true}).RoundTrip(req)
+		resp, err := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, RetryStreams: true}).RoundTrip(req)
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, `{"answer":42}`, bodyOf(t, resp))
-		assert.Equal(t, []time.Duration{time.Second}, prov.gaps())
-		assert.Equal(t, []string{body, body}, prov.bodies, "the retry carried the whole body")
+		assert.Equal(t, []time.Duration{time.Second}, prov.Gaps())
+		assert.Equal(t, []string{body, body}, prov.Bodies(), "the retry carried the whole body")
 	})
 }
 
@@ -271,7 +274,9 @@ func TestStreamResponseHandedBackUntouched(t *testing.T) {
 	}{{false, false}, {true, false}, {true, true}} {
 		t.Run(fmt.Sprintf("retry streams %v, after a failure %v", c.retryStreams, c.failFirst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				const stream = "data: {\"delta\":\"hi\"}\n\ndata: {\"delta\":\" there\"}\n\n"
+				// A stream that ends at its completion marker.
+				const stream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n" +
+					"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
 				sse := &countingBody{Reader: strings.NewReader(stream)}
 				var calls int
 				base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -317,32 +322,14 @@ func TestErrorReplyLabelledEventStreamIsDecidedByStatus(t *testing.T) {
 	}{{503, 2}, {400, 1}} {
 		t.Run(fmt.Sprint(c.status), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(fail(c.status, "Content-Type", "text/event-stream"), fail(c.status, "Content-Type", "text/event-stream"))
-				resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+				prov := testkit.NewProvider(testkit.Fail(c.status, "Content-Type", "text/event-stream"), testkit.Fail(c.status, "Content-Type", "text/event-stream"))
+				resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}}), context.Background())
 				require.NoError(t, err)
-				assert.Equal(t, c.attempts, prov.attempts())
+				assert.Equal(t, c.attempts, prov.Attempts())
 				assert.Equal(t, c.status, resp.StatusCode)
 				assert.Equal(t, fmt.Sprintf("error %d", c.status), bodyOf(t, resp))
 			})
 		})
-	}
-}
-
-// countGetBody wraps req.GetBody and counts its calls.
-func countGetBody(req *http.Request) func() int {
-	var mu sync.Mutex
-	n := 0
-	inner := req.GetBody
-	req.GetBody = func() (io.ReadCloser, error) {
-		mu.Lock()
-		n++
-		mu.Unlock()
-		return inner()
-	}
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return n
 	}
 }
 
@@ -353,19 +340,19 @@ func TestStreamDetectionCostsNothingOnSuccess(t *testing.T) {
 	big := bigMessages(1 << 20)
 	cases := []struct {
 		name    string
-		script  []step
+		script  []testkit.Reply
 		policy  Policy
 		getBody int
 	}{
-		{"stream, first try succeeds", []step{ok}, Policy{}, 0},
-		{"stream, first try fails", []step{fail(503), ok}, Policy{}, 1},                                            // one sniff, no retry
-		{"stream with RetryStreams, two retries", []step{fail(503), fail(503), ok}, Policy{RetryStreams: true}, 2}, // no sniff, two bodies
-		{"not a stream, three retries", []step{fail(503), fail(503), fail(503), ok}, Policy{}, 4},                  // one sniff, three bodies
+		{"stream, first try succeeds", []testkit.Reply{testkit.OK()}, Policy{}, 0},
+		{"stream, first try fails", []testkit.Reply{testkit.Fail(503), testkit.OK()}, Policy{}, 1},                                                    // one sniff, no retry
+		{"stream with RetryStreams, two retries", []testkit.Reply{testkit.Fail(503), testkit.Fail(503), testkit.OK()}, Policy{RetryStreams: true}, 2}, // no sniff, two bodies
+		{"not a stream, three retries", []testkit.Reply{testkit.Fail(503), testkit.Fail(503), testkit.Fail(503), testkit.OK()}, Policy{}, 4},          // one sniff, three bodies
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(c.script...)
+				prov := testkit.NewProvider(c.script...)
 				stream := `,"stream":true}`
 				if strings.HasPrefix(c.name, "not") {
 					stream = `}`
@@ -373,7 +360,7 @@ func TestStreamDetectionCostsNothingOnSuccess(t *testing.T) {
 				req := streamRequest(t, testURL, `{"messages":`+big+stream)
 				count := countGetBody(req)
 				c.policy.Waits = []time.Duration{time.Second, time.Second, time.Second}
-				resp, err := mustNew(t, prov.mock, c.policy).RoundTrip(req)
+				resp, err := mustNew(t, prov, c.policy).RoundTrip(req)
 				require.NoError(t, err)
 				bodyOf(t, resp)
 				assert.Equal(t, c.getBody, count())
@@ -434,6 +421,38 @@ func TestIsStreamBoundedOnHugeBody(t *testing.T) {
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "at most a few KiB, whatever the body's size")
 }
 
+// BenchmarkIsStream measures the stream detector on what SDKs send: a
+// small body with "stream":true last, a 1 MiB conversation with it last
+// (handed over whole), and the same read piece by piece (as from a file).
+func BenchmarkIsStream(b *testing.B) {
+	small := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}`)
+	big := []byte(`{"messages":` + bigMessages(1<<20) + `,"model":"gpt-4o","stream":true}`)
+	for _, c := range []struct {
+		name      string
+		body      []byte
+		piecewise bool
+	}{{"small", small, false}, {"1MiB", big, false}, {"1MiB/piecewise", big, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			req, err := http.NewRequest(http.MethodPost, "https://api.openai.com/v1/chat/completions", bytes.NewReader(c.body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if c.piecewise {
+				req.GetBody = func() (io.ReadCloser, error) {
+					return io.NopCloser(readOnlyReader{bytes.NewReader(c.body)}), nil
+				}
+			}
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !IsStream(req) {
+					b.Fatal("not a stream")
+				}
+			}
+		})
+	}
+}
+
 // untouchable is a request body that fails the test when used.
 type untouchable struct{ t *testing.T }
 
@@ -447,180 +466,347 @@ func (u untouchable) Close() error {
 	return nil
 }
 
-// sniffSource is a request body handed out by GetBody. Over an in-memory
-// slice it implements io.WriterTo, as the readers http.NewRequest keeps do;
-// otherwise it is read chunk bytes at a time, like a file or a pipe.
-type sniffSource struct {
-	data     []byte
-	chunk    int
-	writerTo bool
+// Stream openings as providers send them.
+const (
+	anthropicPreamble = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[]}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	anthropicGood = anthropicPreamble +
+		"event: ping\ndata: {\"type\":\"ping\"}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	openAIGood = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\n" +
+		"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+		"data: [DONE]\n\n"
+	// feOverloaded is Anthropic's overloaded error event.
+	feOverloaded = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+)
+
+// guardedProvider answers each attempt with the next stream opening of its
+// script (the last repeats) as a 200 text/event-stream, and records when
+// each attempt came and whether its body was closed.
+type guardedProvider struct {
+	script []string
 
 	mu     sync.Mutex
-	read   int // bytes handed out by Read
-	closed int
+	times  []time.Time
+	bodies []*countingBody
 }
 
-func (s *sniffSource) Read(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.read >= len(s.data) {
-		return 0, io.EOF
-	}
-	n := copy(p[:min(len(p), s.chunk)], s.data[s.read:])
-	s.read += n
-	return n, nil
+func (g *guardedProvider) RoundTrip(r *http.Request) (*http.Response, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.script[min(len(g.times), len(g.script)-1)]
+	g.times = append(g.times, time.Now())
+	body := &countingBody{Reader: strings.NewReader(s)}
+	g.bodies = append(g.bodies, body)
+	return sseResponse(r, body), nil
 }
 
-func (s *sniffSource) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed++
-	return nil
+func (g *guardedProvider) attempts() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.times)
 }
 
-// memSource adds io.WriterTo: the whole slice in one Write, no copy.
-type memSource struct{ *sniffSource }
-
-func (m memSource) WriteTo(w io.Writer) (int64, error) {
-	n, err := w.Write(m.data)
-	return int64(n), err
+func (g *guardedProvider) gap(i int) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.times[i].Sub(g.times[i-1])
 }
 
-// sniff runs IsStream on req with a GetBody over body, and checks that
-// req.Body is never touched, GetBody is called at most once, what it
-// returned is closed, and an in-memory body is handed over, not read.
-func sniff(t *testing.T, req *http.Request, body []byte, chunk int, writerTo bool) bool {
-	t.Helper()
-	req.Body = untouchable{t}
-	var sources []*sniffSource
-	req.GetBody = func() (io.ReadCloser, error) {
-		s := &sniffSource{data: body, chunk: chunk, writerTo: writerTo}
-		sources = append(sources, s)
-		if writerTo {
-			return memSource{s}, nil
-		}
-		return s, nil
+// A stream whose first deciding event is an error is retried, whatever the
+// provider's shape, and the caller reads only the good attempt's bytes,
+// from the first; a stream whose first deciding event is content is
+// handed over even if an error follows.
+func TestStreamGuard(t *testing.T) {
+	cases := []struct {
+		name     string
+		first    string
+		good     string
+		attempts int
+		gap      time.Duration // the least wait before attempt 2
+	}{
+		{"anthropic overloaded", "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", anthropicGood, 2, 0},
+		{"anthropic api_error", "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}\n\n", anthropicGood, 2, 0},
+		{"anthropic rate limit", "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Rate limited\"}}\n\n", anthropicGood, 2, 0},
+		{"anthropic preamble then overloaded", anthropicPreamble + "event: ping\ndata: {\"type\":\"ping\"}\n\n: keep-alive\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", anthropicGood, 2, 0},
+		{"openai chat error chunk", "data: {\"error\":{\"message\":\"The server had an error while processing your request.\",\"type\":\"server_error\",\"code\":null}}\n\n", openAIGood, 2, 0},
+		{"openai chat rate limit with a stated wait", "data: {\"error\":{\"message\":\"Rate limit reached for gpt-4o. Please try again in 7.5s.\",\"type\":\"requests\",\"code\":\"rate_limit_exceeded\"}}\n\n", openAIGood, 2, 7500 * time.Millisecond},
+		{"openai responses overloaded", "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\"}}\n\nevent: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"response\":{\"id\":\"resp_1\"}}\n\nevent: error\ndata: {\"type\":\"error\",\"code\":\"server_is_overloaded\",\"message\":\"Overloaded\"}\n\n", openAIGood, 2, 0},
+		{"gemini unavailable", "data: {\"error\":{\"code\":503,\"message\":\"The model is overloaded.\",\"status\":\"UNAVAILABLE\"}}\n\n", openAIGood, 2, 0},
+		{"content then error", anthropicPreamble + "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", anthropicGood, 1, 0},
+		{"a healthy stream", anthropicGood, anthropicGood, 1, 0},
 	}
-	got := IsStream(req)
-	if len(sources) > 1 {
-		t.Fatalf("GetBody called %d times", len(sources))
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := &guardedProvider{script: []string{c.first, c.good}}
+				var rec recorder
+				rt := mustNew(t, prov, Policy{Waits: []time.Duration{0}, MaxRetries: 3, RetryStreams: true, OnAttempt: rec.on})
+				resp, err := rt.RoundTrip(streamRequest(t, testURL, `{"model":"m","stream":true}`))
+				require.NoError(t, err)
+				want := c.good
+				if c.attempts == 1 {
+					want = c.first
+				}
+				assert.Equal(t, want, bodyOf(t, resp), "exactly the handed-over attempt's bytes, from the first")
+				require.Equal(t, c.attempts, prov.attempts())
+				assert.Nil(t, GaveUp(resp))
+				if c.attempts == 2 {
+					assert.GreaterOrEqual(t, prov.gap(1), c.gap, "the wait the error states")
+					assert.Equal(t, 200, rec.attempts[0].Response.StatusCode)
+					_, closes := prov.bodies[0].stats()
+					assert.Equal(t, 1, closes, "the failed attempt's stream is closed")
+				}
+			})
+		})
 	}
-	for _, s := range sources {
-		if s.closed != 1 {
-			t.Fatalf("the body from GetBody closed %d times", s.closed)
-		}
-		if writerTo && s.read != 0 {
-			t.Fatalf("an in-memory body was copied through Read (%d bytes) instead of handed over", s.read)
-		}
-	}
-	return got
 }
 
-// topLevelStream decodes a JSON object as encoding/json would and reports
-// whether its top-level member "stream" is true (of duplicate keys, the
-// last counts). ok is false when data is not a JSON object.
-func topLevelStream(data []byte) (stream, ok bool) {
-	if !json.Valid(data) {
-		return false, false
+// An error no retry fixes, and a stream error when no retry is left: the
+// caller gets the stream as the provider sent it, with the record.
+func TestStreamGuardGivesUp(t *testing.T) {
+	cases := []struct {
+		name     string
+		stream   string
+		policy   Policy
+		want     error
+		attempts int
+	}{
+		{"invalid request", "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"max_tokens too large\"}}\n\n", Policy{RetryStreams: true}, ErrNotRetryable, 1},
+		{"retries spent", "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", Policy{RetryStreams: true, Waits: []time.Duration{time.Second}}, ErrRetriesSpent, 2},
+		{"spent quota", "data: {\"error\":{\"message\":\"You exceeded your current quota.\",\"type\":\"insufficient_quota\",\"code\":\"insufficient_quota\"}}\n\n", Policy{RetryStreams: true}, ErrProviderRefused, 1},
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return false, false
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := &guardedProvider{script: []string{c.stream}}
+				var rec recorder
+				c.policy.OnAttempt = rec.on
+				resp, err := mustNew(t, prov, c.policy).RoundTrip(streamRequest(t, testURL, `{"stream":true}`))
+				require.NoError(t, err)
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.Equal(t, c.stream, bodyOf(t, resp), "the provider's bytes, from the first")
+				assert.Equal(t, c.attempts, prov.attempts())
+				ex := GaveUp(resp)
+				require.NotNil(t, ex)
+				assert.ErrorIs(t, ex.Reason, c.want)
+				assert.ErrorIs(t, rec.attempts[len(rec.attempts)-1].Stop, c.want)
+			})
+		})
 	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return false, false
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return false, false
-		}
-		if key == "stream" {
-			stream = string(v) == "true"
-		}
-	}
-	return stream, true
 }
 
-// IsStream never panics, never reads req.Body, calls GetBody at most once
-// and closes what it got, and hands an in-memory body over without copying
-// it through Read. Read piece by piece or handed over whole, a body gets
-// the same answer, and on a JSON object of any size it is encoding/json's:
-// a top-level "stream": true, wherever it is. A body is built as head, pad
-// spaces ×4, tail, so that large bodies are reached.
-func FuzzIsStream(f *testing.F) {
-	f.Add([]byte(`{"model":"gpt","stream":true}`), uint16(0), []byte(nil), "https://api.openai.com/v1/chat/completions", "application/json", uint16(7))
-	f.Add([]byte(`{"model":"m","messages":[`), uint16(4000), []byte(`],"stream":true}`), "https://api.anthropic.com/v1/messages", "", uint16(512))
-	f.Add([]byte(`{"messages":[{"content":"`), uint16(3000), []byte(`"}],"stream":true,"stream_options":{"include_usage":true},"temperature":0}`), "", "", uint16(100))
-	f.Add([]byte(`{"a":{"stream":true}}`), uint16(0), []byte(nil), "", "", uint16(1))
-	f.Add([]byte(`{"s":"\"stream\":true"}`), uint16(0), []byte(nil), "", "", uint16(3))
-	f.Add([]byte(`{"str\u0065am" : true , "stream":false}`), uint16(0), []byte(nil), "", "", uint16(2))
-	f.Add([]byte(`{"contents":[]}`), uint16(0), []byte(nil), "https://generativelanguage.googleapis.com/v1beta/models/g:streamGenerateContent?alt=sse&key=k", "", uint16(64))
-	f.Add([]byte(`{"messages":[]}`), uint16(0), []byte(nil), "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream", "", uint16(64))
-	f.Add([]byte(nil), uint16(0), []byte(nil), "https://x.test/", "Text/Event-Stream", uint16(1))
-	f.Fuzz(func(t *testing.T, head []byte, pad uint16, tail []byte, rawURL, accept string, chunk uint16) {
-		body := make([]byte, 0, len(head)+4*int(pad)+len(tail))
-		body = append(body, head...)
-		body = append(body, bytes.Repeat([]byte(" "), 4*int(pad))...)
-		body = append(body, tail...)
-		u, err := url.Parse(rawURL)
-		if err != nil {
-			u = nil
-		}
-		header := http.Header{}
-		if accept != "" {
-			header.Set("Accept", accept)
-		}
-		size := max(1, int(chunk))
-
-		// The headers and URL alone; the body alone; both.
-		signals := IsStream(&http.Request{Method: http.MethodPost, URL: u, Header: header})
-		bodyOnly := sniff(t, &http.Request{Method: http.MethodPost, Header: http.Header{}}, body, size, true)
-		both := sniff(t, &http.Request{Method: http.MethodPost, URL: u, Header: header}, body, size, true)
-		if both != (signals || bodyOnly) {
-			t.Fatalf("with headers and URL %v, but %v alone and %v for the body alone", both, signals, bodyOnly)
-		}
-		if strings.Contains(strings.ToLower(accept), "text/event-stream") && !signals {
-			t.Fatalf("Accept %q names text/event-stream", accept)
-		}
-		piecewise := sniff(t, &http.Request{Method: http.MethodPost, Header: http.Header{}}, body, size, false)
-		if piecewise != bodyOnly {
-			t.Fatalf("read %d bytes at a time: %v; handed over whole: %v", size, piecewise, bodyOnly)
-		}
-		if want, isObject := topLevelStream(body); isObject && bodyOnly != want {
-			t.Fatalf("a %d-byte JSON object: got %v, want %v", len(body), bodyOnly, want)
+// A first event that never comes costs one FirstEventTimeout: the attempt
+// is abandoned (its body closed) and retried.
+func TestFirstEventTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stalled := newStallBody(": keep-alive\n\n")
+		calls := 0
+		var times []time.Time
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			calls++
+			times = append(times, time.Now())
+			if calls == 1 {
+				// headers, a keep-alive comment, then nothing
+				return sseResponse(r, stalled), nil
+			}
+			return sseResponse(r, io.NopCloser(strings.NewReader(openAIGood))), nil
+		})
+		var rec recorder
+		resp, err := mustNew(t, base, Policy{RetryStreams: true, Waits: []time.Duration{time.Second}, FirstEventTimeout: 10 * time.Second, OnAttempt: rec.on}).RoundTrip(streamRequest(t, testURL, `{"stream":true}`))
+		require.NoError(t, err)
+		assert.Equal(t, openAIGood, bodyOf(t, resp))
+		require.Equal(t, 2, calls)
+		assert.Equal(t, 11*time.Second, times[1].Sub(times[0]))
+		assert.Contains(t, rec.attempts[0].Err.Error(), "no first event within Policy.FirstEventTimeout (10s)")
+		select {
+		case <-stalled.closed:
+		default:
+			t.Fatal("the stalled stream was not closed")
 		}
 	})
 }
 
-// The scanner keeps a fixed state whatever the body, and cutting the body
-// into writes of any size never changes its answer.
-func FuzzStreamScanner(f *testing.F) {
-	f.Add([]byte(`{"stream":true}`), uint16(5), uint16(0))
-	f.Add([]byte(`{"messages":[],"stream":true}`), uint16(4096), uint16(3000))
-	f.Add([]byte(`{"a":"x\"y","stream" : true }`), uint16(1), uint16(0))
-	f.Add([]byte(`0123456789`), uint16(1), uint16(1000))
-	f.Fuzz(func(t *testing.T, data []byte, chunk, repeat uint16) {
-		body := bytes.Repeat(data, 1+int(repeat)%(1+(64<<10)/max(1, len(data))))
-		size := max(1, int(chunk))
-		var w streamScanner
-		for off := 0; off < len(body); off += size {
-			n, err := w.Write(body[off:min(len(body), off+size)])
-			if err != nil || n != min(size, len(body)-off) {
-				t.Fatalf("Write returned %d, %v", n, err)
-			}
-			if w.depth < 0 || w.keyLen > maxKeyBytes+1 || w.matched > len("true") {
-				t.Fatalf("state out of bounds: depth %d, key %d, matched %d", w.depth, w.keyLen, w.matched)
-			}
-		}
-		var whole streamScanner
-		_, _ = whole.Write(body)
-		if whole.stream() != w.stream() {
-			t.Fatalf("one write says %v, writes of %d bytes say %v", whole.stream(), size, w.stream())
-		}
-		if want, isObject := topLevelStream(body); isObject && whole.stream() != want {
-			t.Fatalf("a JSON object: got %v, want %v", whole.stream(), want)
-		}
+// The read-ahead never passes the call's limits: under a deadline whose
+// reserve leaves 20 s, a stream that never sends its first event ends the
+// call at deadline − reserve with ErrNoTimeLeft.
+func TestStreamGuardKeepsTheReserve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return sseResponse(r, newStallBody(": keep-alive\n\n")), nil
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req := streamRequest(t, testURL, `{"stream":true}`).WithContext(ctx)
+		start := time.Now()
+		_, err := mustNew(t, base, Policy{RetryStreams: true, Reserve: 10 * time.Second}).RoundTrip(req)
+		assert.ErrorIs(t, err, ErrNoTimeLeft)
+		assert.Equal(t, 20*time.Second, time.Since(start))
 	})
+}
+
+// Bedrock's binary event stream is handed over untouched.
+func TestStreamGuardLeavesEventStreamAlone(t *testing.T) {
+	body := io.NopCloser(bytes.NewReader([]byte{0, 0, 0, 42, 0, 0, 0, 0}))
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}, Body: body, Request: r}, nil
+	})
+	resp, err := mustNew(t, base, Policy{RetryStreams: true}).RoundTrip(streamRequest(t, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream", `{}`))
+	require.NoError(t, err)
+	assert.True(t, resp.Body == body, "the base's own body object")
+}
+
+// Over a real loopback connection: attempt 1 opens with Anthropic's
+// overloaded_error after its preamble, attempt 2 streams 200 events
+// flushed one by one; the caller reads exactly attempt 2's bytes.
+func TestStreamGuardOverLoopback(t *testing.T) {
+	var mu sync.Mutex
+	attempts := 0
+	var good bytes.Buffer
+	good.WriteString(anthropicPreamble)
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&good, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word %d \"}}\n\n", i)
+	}
+	good.WriteString("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		attempts++
+		n := attempts
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		fl := w.(http.Flusher)
+		if n == 1 {
+			io.WriteString(w, anthropicPreamble)
+			fl.Flush()
+			io.WriteString(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+			return
+		}
+		b := good.Bytes()
+		for len(b) > 0 {
+			k := min(len(b), 97) // odd-sized writes, each flushed
+			w.Write(b[:k])
+			fl.Flush()
+			b = b[k:]
+		}
+	}))
+	defer srv.Close()
+	rt := mustNew(t, srv.Client().Transport, Policy{RetryStreams: true, Waits: []time.Duration{10 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := streamRequest(t, srv.URL+"/v1/messages", `{"model":"m","stream":true}`).WithContext(ctx)
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	got := bodyOf(t, resp)
+	assert.Equal(t, good.String(), got)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 2, attempts)
+}
+
+// The guard waits for the first event that decides and not a byte more:
+// a stream whose first delta comes at once and the rest 10 s later is
+// handed over at once.
+func TestStreamGuardAddsNoLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
+		go func() {
+			io.WriteString(pw, anthropicPreamble+"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n")
+			time.Sleep(10 * time.Second)
+			io.WriteString(pw, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+			pw.Close()
+		}()
+		start := time.Now()
+		resp, err := mustNew(t, base, Policy{RetryStreams: true, FirstEventTimeout: time.Minute}).RoundTrip(streamRequest(t, testURL, `{"stream":true}`))
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "handed over at its first delta")
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.True(t, strings.HasSuffix(string(b), "message_stop\"}\n\n"))
+		assert.Equal(t, 10*time.Second, time.Since(start))
+		resp.Body.Close()
+	})
+}
+
+// A committed stream that goes silent ends with an error from Body.Read
+// within StreamIdleTimeout, never a clean end; a stream that keeps coming
+// is read to its end.
+func TestStreamIdleTimeout(t *testing.T) {
+	for _, retryStreams := range []bool{false, true} {
+		t.Run(map[bool]string{false: "committed at once", true: "after the guard"}[retryStreams], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pr, pw := io.Pipe()
+				base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
+				go func() {
+					for i := 0; i < 5; i++ { // 4 s apart: under the bound
+						pw.Write([]byte("data: {\"delta\":\"x\"}\n\n"))
+						time.Sleep(4 * time.Second)
+					}
+					// then silence, with the connection open
+				}()
+				req := streamRequest(t, testURL, `{"model":"m","stream":true}`)
+				resp, err := mustNew(t, base, Policy{RetryStreams: retryStreams, StreamIdleTimeout: 5 * time.Second}).RoundTrip(req)
+				require.NoError(t, err)
+				start := time.Now()
+				b, err := io.ReadAll(resp.Body)
+				assert.Equal(t, strings.Repeat("data: {\"delta\":\"x\"}\n\n", 5), string(b))
+				require.Error(t, err, "a stall is never a clean end")
+				assert.NotErrorIs(t, err, io.EOF)
+				var ne net.Error
+				require.ErrorAs(t, err, &ne)
+				assert.True(t, ne.Timeout())
+				assert.Contains(t, err.Error(), "Policy.StreamIdleTimeout (5s)")
+				assert.Equal(t, 16*time.Second+5*time.Second, time.Since(start), "the last bytes at 16 s, then 5 s of silence")
+				require.NoError(t, resp.Body.Close())
+				pw.Close()
+			})
+		})
+	}
+	t.Run("a stream that keeps coming", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return sseResponse(r, pr), nil })
+			go func() {
+				for i := 0; i < 10; i++ {
+					time.Sleep(4 * time.Second)
+					pw.Write([]byte("data: {\"delta\":\"x\"}\n\n"))
+				}
+				pw.Close()
+			}()
+			resp, err := mustNew(t, base, Policy{StreamIdleTimeout: 5 * time.Second}).RoundTrip(streamRequest(t, testURL, `{"stream":true}`))
+			require.NoError(t, err)
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, strings.Repeat("data: {\"delta\":\"x\"}\n\n", 10), string(b))
+			require.NoError(t, resp.Body.Close())
+		})
+	})
+	t.Run("not a stream", func(t *testing.T) {
+		body := io.NopCloser(strings.NewReader("{}"))
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: body, Request: r}, nil
+		})
+		resp, err := post(t, mustNew(t, base, Policy{StreamIdleTimeout: time.Second}), context.Background())
+		require.NoError(t, err)
+		assert.True(t, resp.Body == body, "a JSON answer is handed over as it is")
+	})
+}
+
+func TestHasMediaType(t *testing.T) {
+	for _, c := range []struct {
+		ct   string
+		want bool
+	}{
+		{"text/event-stream", true},
+		{"text/event-stream; charset=utf-8", true},
+		{" Text/Event-Stream", true},
+		{"text/event-streams", false},
+		{"application/json", false},
+		{"", false},
+	} {
+		assert.Equal(t, c.want, hasMediaType(c.ct, "text/event-stream"), c.ct)
+	}
+	assert.False(t, errors.Is(&boundError{}, context.DeadlineExceeded), "a bound of the policy is not the caller's deadline")
 }

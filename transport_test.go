@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,16 +24,16 @@ import (
 // reaches the caller, 40 ms later.
 func TestSeedFailsTwiceThenAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(502), fail(503), ok)
+		prov := testkit.NewProvider(testkit.Fail(502), testkit.Fail(503), testkit.OK())
 		var rec recorder
-		rt := mustNew(t, prov.mock, Policy{Waits: []time.Duration{10 * time.Millisecond, 30 * time.Millisecond}, OnAttempt: rec.on})
+		rt := mustNew(t, prov, Policy{Waits: []time.Duration{10 * time.Millisecond, 30 * time.Millisecond}, OnAttempt: rec.on})
 		start := time.Now()
 		resp, err := post(t, rt, context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, `{"answer":42}`, bodyOf(t, resp))
 		assert.Equal(t, 40*time.Millisecond, time.Since(start))
-		assert.Equal(t, 3, prov.attempts())
+		assert.Equal(t, 3, prov.Attempts())
 		assert.Equal(t, []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 0}, rec.retryIns())
 		ids := map[string]bool{}
 		for i, a := range rec.attempts {
@@ -44,14 +45,14 @@ func TestSeedFailsTwiceThenAnswers(t *testing.T) {
 		assert.Equal(t, 502, rec.attempts[0].Response.StatusCode)
 		assert.Equal(t, 200, rec.attempts[2].Response.StatusCode)
 		// every attempt carried the whole body
-		assert.Equal(t, []string{`{"model":"m"}`, `{"model":"m"}`, `{"model":"m"}`}, prov.bodies)
+		assert.Equal(t, []string{`{"model":"m"}`, `{"model":"m"}`, `{"model":"m"}`}, prov.Bodies())
 	})
 }
 
 // The caller's request is never modified, and its body is closed once.
 func TestCallerRequestUntouched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), fail(503), ok)
+		prov := testkit.NewProvider(testkit.Fail(503), testkit.Fail(503), testkit.OK())
 		body := &countingBody{Reader: strings.NewReader(`{"prompt":"hi"}`)}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
@@ -60,7 +61,7 @@ func TestCallerRequestUntouched(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer SECRET")
 		before := *req
 		beforeHeader := req.Header.Clone()
-		resp, err := mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 5}).RoundTrip(req)
+		resp, err := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 5}).RoundTrip(req)
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, beforeHeader, req.Header)
@@ -69,28 +70,28 @@ func TestCallerRequestUntouched(t *testing.T) {
 		assert.True(t, req.Body == before.Body)
 		assert.Nil(t, req.GetBody, "no GetBody was set on the caller's request")
 		assert.Equal(t, 1, body.closes())
-		assert.Equal(t, []string{`{"prompt":"hi"}`, `{"prompt":"hi"}`, `{"prompt":"hi"}`}, prov.bodies)
+		assert.Equal(t, []string{`{"prompt":"hi"}`, `{"prompt":"hi"}`, `{"prompt":"hi"}`}, prov.Bodies())
 	})
 }
 
 func TestUnreadableBodyIsAnError(t *testing.T) {
-	prov := newProvider(ok)
+	prov := testkit.NewProvider(testkit.OK())
 	req, err := http.NewRequest(http.MethodPost, testURL, errBody{})
 	require.NoError(t, err)
-	resp, err := mustNew(t, prov.mock, Policy{}).RoundTrip(req)
+	resp, err := mustNew(t, prov, Policy{}).RoundTrip(req)
 	assert.Nil(t, resp)
 	assert.ErrorContains(t, err, "disk on fire")
-	assert.Zero(t, prov.attempts())
+	assert.Zero(t, prov.Attempts())
 }
 
 // Redirects are returned to the outer client, not followed by the inner one.
 func TestRedirectsAreNotFollowed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(fail(503), fail(302, "Location", "https://elsewhere.test/"))
-		resp, err := post(t, mustNew(t, prov.mock, Policy{Waits: []time.Duration{time.Second}}), context.Background())
+		prov := testkit.NewProvider(testkit.Fail(503), testkit.Fail(302, "Location", "https://elsewhere.test/"))
+		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}}), context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, 302, resp.StatusCode)
-		assert.Equal(t, 2, prov.attempts())
+		assert.Equal(t, 2, prov.Attempts())
 	})
 }
 
@@ -99,7 +100,7 @@ func TestZeroTransportAndNilBase(t *testing.T) {
 	assert.Equal(t, http.DefaultTransport, zero.baseRT())
 	rt := mustNew(t, nil, Policy{})
 	assert.Equal(t, http.DefaultTransport, rt.base)
-	assert.Equal(t, DefaultMaxRetries, zero.policyFor(nil).MaxRetries)
+	assert.Equal(t, defaultMaxRetries, zero.policyFor(nil).MaxRetries)
 	_, err := (&Transport{}).RoundTrip(nil)
 	assert.Error(t, err)
 	resp, err := (&Transport{}).RoundTrip(&http.Request{Method: "GET"})

@@ -11,6 +11,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,28 +24,28 @@ const amzDate = "20060102T150405Z"
 
 // sigV4Age returns how old the signature of what reached the provider was
 // when it arrived, or false if the request was not signed.
-func sigV4Age(c call) (time.Duration, bool) {
-	signed, err := time.Parse(amzDate, c.header.Get("X-Amz-Date"))
+func sigV4Age(c testkit.Call) (time.Duration, bool) {
+	signed, err := time.Parse(amzDate, c.Header.Get("X-Amz-Date"))
 	if err != nil {
 		return 0, false
 	}
-	return c.at.Sub(signed), true
+	return c.At.Sub(signed), true
 }
 
 // sigV4Outage is a Bedrock that answers 502 until down has passed since
 // start, and then the answer; like AWS, it refuses with 403
 // InvalidSignatureException any request whose signature is more than 5
 // minutes older than its clock, or unsigned.
-func sigV4Outage(start time.Time, down time.Duration) *provider {
-	return newProviderFunc(func(c call, _ int) reply {
-		signed, err := time.Parse(amzDate, c.header.Get("X-Amz-Date"))
-		if err != nil || c.at.Sub(signed) > sigV4MaxAge {
-			return bedrockSignatureExpired(signed, c.at)
+func sigV4Outage(start time.Time, down time.Duration) *testkit.Provider {
+	return testkit.NewProviderFunc(func(c testkit.Call, _ int) testkit.Reply {
+		signed, err := time.Parse(amzDate, c.Header.Get("X-Amz-Date"))
+		if err != nil || c.At.Sub(signed) > sigV4MaxAge {
+			return testkit.BedrockSignatureExpired(signed, c.At)
 		}
-		if c.at.Sub(start) < down {
-			return badGateway()
+		if c.At.Sub(start) < down {
+			return testkit.BadGateway()
 		}
-		return bedrockConverse("Hello! How can I help?")
+		return testkit.BedrockConverse("Hello! How can I help?")
 	})
 }
 
@@ -77,7 +78,7 @@ func TestBedrockSigV4NeverResentStale(t *testing.T) {
 		_, err := client.Converse(ctx, bedrockConverseInput())
 		require.Error(t, err, "the outage outlasts what one signature can ride")
 
-		calls := prov.received()
+		calls := prov.Received()
 		for i, c := range calls {
 			age, signed := sigV4Age(c)
 			require.True(t, signed, "attempt %d is signed", i+1)
@@ -114,22 +115,22 @@ func TestBedrockDoResignsEachAttempt(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, out)
 
-		calls := prov.received()
+		calls := prov.Received()
 		var at []time.Duration
 		for i, c := range calls {
 			age, signed := sigV4Age(c)
 			require.True(t, signed)
 			assert.Zero(t, age, "attempt %d signed when it was sent", i+1)
-			at = append(at, c.at.Sub(start))
+			at = append(at, c.At.Sub(start))
 		}
 		assert.Equal(t, []time.Duration{0, 15 * time.Second, time.Minute, 3 * time.Minute, 7 * time.Minute}, at)
 		assert.Len(t, rec.attempts, 5, "one Do attempt per provider attempt")
-		assert.Equal(t, []string{"attempt=1; max=1"}, slices.Compact(prov.headerValues("Amz-Sdk-Request")), "every request is a first SDK attempt")
+		assert.Equal(t, []string{"attempt=1; max=1"}, slices.Compact(prov.HeaderValues("Amz-Sdk-Request")), "every request is a first SDK attempt")
 	})
 
 	t.Run("a 400 is not retried", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(bedrockError(400, "ValidationException", "The provided model identifier is invalid."))
+			prov := testkit.NewProvider(testkit.BedrockError(400, "ValidationException", "The provided model identifier is invalid."))
 			client := bedrockClient(retrying(t, prov, hostSchedule), noAWSRetries)
 			_, err := llmretry.Do(context.Background(), hostSchedule, func(ctx context.Context) (*bedrockruntime.ConverseOutput, error) {
 				return converseRetryable(ctx, client, bedrockConverseInput())
@@ -140,7 +141,7 @@ func TestBedrockDoResignsEachAttempt(t *testing.T) {
 			var re *awshttp.ResponseError
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, 400, re.HTTPStatusCode())
-			assert.Equal(t, 1, prov.attempts())
+			assert.Equal(t, 1, prov.Attempts())
 		})
 	})
 }

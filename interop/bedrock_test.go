@@ -18,6 +18,7 @@ import (
 	brtypes "github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	"github.com/aws/smithy-go"
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -70,8 +71,8 @@ func invokeStreamChunks(out *bedrockruntime.InvokeModelWithResponseStreamOutput)
 // reduced to its text or its error.
 type bedrockOp struct {
 	name   string
-	path   string // the request path, as the provider sees it
-	answer reply  // the provider's success in this operation's format
+	path   string        // the request path, as the provider sees it
+	answer testkit.Reply // the provider's success in this operation's format
 	call   func(ctx context.Context, c *bedrockruntime.Client) (string, error)
 }
 
@@ -79,7 +80,7 @@ type bedrockOp struct {
 func bedrockOps() []bedrockOp {
 	return []bedrockOp{
 		{
-			name: "Converse", path: "/model/" + bedrockModel + "/converse", answer: bedrockConverse("Hello! How can I help?"),
+			name: "Converse", path: "/model/" + bedrockModel + "/converse", answer: testkit.BedrockConverse("Hello! How can I help?"),
 			call: func(ctx context.Context, c *bedrockruntime.Client) (string, error) {
 				out, err := c.Converse(ctx, bedrockConverseInput())
 				if err != nil {
@@ -97,7 +98,7 @@ func bedrockOps() []bedrockOp {
 			},
 		},
 		{
-			name: "InvokeModel", path: "/model/" + bedrockModel + "/invoke", answer: bedrockInvoke("Hello! How can I help?"),
+			name: "InvokeModel", path: "/model/" + bedrockModel + "/invoke", answer: testkit.BedrockInvoke("Hello! How can I help?"),
 			call: func(ctx context.Context, c *bedrockruntime.Client) (string, error) {
 				out, err := c.InvokeModel(ctx, bedrockInvokeInput())
 				if err != nil {
@@ -142,7 +143,7 @@ func TestBedrockRidesOutOutage(t *testing.T) {
 	for _, op := range bedrockOps() {
 		t.Run(op.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(badGateway(), bedrockThrottled(), op.answer)
+				prov := testkit.NewProvider(testkit.BadGateway(), testkit.BedrockThrottled(), op.answer)
 				var rec recorder
 				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, OnAttempt: rec.on})
 				client := bedrockClient(rt, noAWSRetries)
@@ -152,19 +153,19 @@ func TestBedrockRidesOutOutage(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, "Hello! How can I help?", text)
 
-				assert.Equal(t, 3, prov.attempts(), "exactly the policy's attempts")
-				assert.Equal(t, []time.Duration{5 * time.Second, 10 * time.Second}, prov.gaps())
+				assert.Equal(t, 3, prov.Attempts(), "exactly the policy's attempts")
+				assert.Equal(t, []time.Duration{5 * time.Second, 10 * time.Second}, prov.Gaps())
 				assert.Equal(t, 15*time.Second, time.Since(start))
 				assert.Equal(t, []int{502, 429, 200}, rec.statuses())
-				assert.Equal(t, []string{"attempt=1; max=1", "attempt=1; max=1", "attempt=1; max=1"}, prov.headerValues("Amz-Sdk-Request"))
-				calls := prov.received()
+				assert.Equal(t, []string{"attempt=1; max=1", "attempt=1; max=1", "attempt=1; max=1"}, prov.HeaderValues("Amz-Sdk-Request"))
+				calls := prov.Received()
 				for _, c := range calls {
-					assert.Equal(t, op.path, c.path)
-					assert.Equal(t, calls[0].body, c.body, "every attempt carries the whole body")
-					assert.Equal(t, calls[0].header.Get("X-Amz-Date"), c.header.Get("X-Amz-Date"), "signed once, at the first attempt")
-					assert.Equal(t, calls[0].header.Get("Authorization"), c.header.Get("Authorization"))
+					assert.Equal(t, op.path, c.Path)
+					assert.Equal(t, calls[0].Body, c.Body, "every attempt carries the whole body")
+					assert.Equal(t, calls[0].Header.Get("X-Amz-Date"), c.Header.Get("X-Amz-Date"), "signed once, at the first attempt")
+					assert.Equal(t, calls[0].Header.Get("Authorization"), c.Header.Get("Authorization"))
 				}
-				assert.True(t, strings.HasPrefix(calls[0].header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential="+dummyAWSKeyID+"/"), "SigV4")
+				assert.True(t, strings.HasPrefix(calls[0].Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential="+dummyAWSKeyID+"/"), "SigV4")
 			})
 		})
 	}
@@ -182,7 +183,7 @@ func TestBedrockStream(t *testing.T) {
 	ops := []struct {
 		name   string
 		path   string
-		stream reply
+		stream testkit.Reply
 		call   func(ctx context.Context, c *bedrockruntime.Client) (string, error)
 	}{
 		{
@@ -219,35 +220,35 @@ func TestBedrockStream(t *testing.T) {
 	for _, op := range ops {
 		t.Run(op.name+"/succeeds", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(op.stream)
+				prov := testkit.NewProvider(op.stream)
 				text, err := op.call(context.Background(), bedrockClient(retrying(t, prov, llmretry.Policy{}), noAWSRetries))
 				require.NoError(t, err)
 				assert.Equal(t, "Hello! How can I help?", text, "every event arrived")
-				require.Equal(t, 1, prov.attempts())
-				assert.Equal(t, op.path, prov.received()[0].path)
+				require.Equal(t, 1, prov.Attempts())
+				assert.Equal(t, op.path, prov.Received()[0].Path)
 			})
 		})
 
 		t.Run(op.name+"/503 first: sent once by default", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(bedrockUnavailable(), op.stream)
+				prov := testkit.NewProvider(testkit.BedrockUnavailable(), op.stream)
 				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
 				_, err := op.call(context.Background(), bedrockClient(rt, noAWSRetries))
 				require.Error(t, err)
-				assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])))
-				assert.Equal(t, 1, prov.attempts(), "the caller got the first attempt's 503")
+				assert.True(t, llmretry.IsStream(prov.Received()[0].Request(t)))
+				assert.Equal(t, 1, prov.Attempts(), "the caller got the first attempt's 503")
 			})
 		})
 
 		t.Run(op.name+"/503 first, RetryStreams: retried", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(bedrockUnavailable(), op.stream)
+				prov := testkit.NewProvider(testkit.BedrockUnavailable(), op.stream)
 				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 				text, err := op.call(context.Background(), bedrockClient(rt, noAWSRetries))
 				require.NoError(t, err, "the retry got the stream")
 				assert.Equal(t, "Hello! How can I help?", text)
-				assert.Equal(t, 2, prov.attempts())
-				assert.Equal(t, []time.Duration{2 * time.Second}, prov.gaps())
+				assert.Equal(t, 2, prov.Attempts())
+				assert.Equal(t, []time.Duration{2 * time.Second}, prov.Gaps())
 			})
 		})
 	}
@@ -263,12 +264,12 @@ func TestBedrockStream(t *testing.T) {
 func TestBedrockExhausted(t *testing.T) {
 	tests := []struct {
 		name    string
-		failure reply
+		failure testkit.Reply
 		status  int
 		check   func(t *testing.T, err error)
 	}{
 		{
-			name: "503 ServiceUnavailableException", failure: bedrockUnavailable(), status: 503,
+			name: "503 ServiceUnavailableException", failure: testkit.BedrockUnavailable(), status: 503,
 			check: func(t *testing.T, err error) {
 				var ex *brtypes.ServiceUnavailableException
 				require.ErrorAs(t, err, &ex)
@@ -276,7 +277,7 @@ func TestBedrockExhausted(t *testing.T) {
 			},
 		},
 		{
-			name: "429 ThrottlingException", failure: bedrockThrottled(), status: 429,
+			name: "429 ThrottlingException", failure: testkit.BedrockThrottled(), status: 429,
 			check: func(t *testing.T, err error) {
 				var ex *brtypes.ThrottlingException
 				require.ErrorAs(t, err, &ex)
@@ -284,7 +285,7 @@ func TestBedrockExhausted(t *testing.T) {
 			},
 		},
 		{
-			name: "502 HTML from the edge", failure: badGateway(), status: 502,
+			name: "502 HTML from the edge", failure: testkit.BadGateway(), status: 502,
 			check: func(t *testing.T, err error) {
 				var apiErr smithy.APIError
 				assert.False(t, errors.As(err, &apiErr), "no modelled error: the body is not Bedrock's JSON")
@@ -292,7 +293,7 @@ func TestBedrockExhausted(t *testing.T) {
 			},
 		},
 		{
-			name: "connection refused", failure: connRefused(),
+			name: "connection refused", failure: testkit.Refused(),
 			check: func(t *testing.T, err error) {
 				var ex *llmretry.Exhausted
 				require.ErrorAs(t, err, &ex)
@@ -304,7 +305,7 @@ func TestBedrockExhausted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(tt.failure)
+				prov := testkit.NewProvider(tt.failure)
 				_, err := bedrockClient(retrying(t, prov, layerPolicy()), noAWSRetries).Converse(context.Background(), bedrockConverseInput())
 				require.Error(t, err)
 				var opErr *smithy.OperationError
@@ -318,7 +319,7 @@ func TestBedrockExhausted(t *testing.T) {
 					assert.False(t, errors.As(err, new(*llmretry.Exhausted)), "a response is never turned into an llmretry error")
 				}
 				tt.check(t, err)
-				assert.Equal(t, layerK+1, prov.attempts())
+				assert.Equal(t, layerK+1, prov.Attempts())
 			})
 		})
 	}
@@ -348,18 +349,18 @@ func TestBedrockRetryerSetups(t *testing.T) {
 	for _, s := range setups {
 		for _, failure := range []struct {
 			name string
-			r    reply
-		}{{"503", bedrockUnavailable()}, {"conn refused", connRefused()}} {
+			r    testkit.Reply
+		}{{"503", testkit.BedrockUnavailable()}, {"conn refused", testkit.Refused()}} {
 			t.Run(s.name+"/"+failure.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					prov := newProvider(failure.r)
+					prov := testkit.NewProvider(failure.r)
 					_, err := bedrockClient(retrying(t, prov, layerPolicy()), s.opts...).Converse(context.Background(), bedrockConverseInput())
 					require.Error(t, err)
-					assert.Equal(t, s.want, prov.attempts())
-					assert.Equal(t, s.sdk, prov.headerValues("Amz-Sdk-Request"))
+					assert.Equal(t, s.want, prov.Attempts())
+					assert.Equal(t, s.sdk, prov.HeaderValues("Amz-Sdk-Request"))
 					// The SDK signs each of its attempts afresh; llmretry's
 					// resends repeat the signature they were given.
-					assert.Len(t, slices.Compact(prov.headerValues("X-Amz-Date")), len(slices.Compact(slices.Clone(s.sdk))), "one signing time per SDK attempt")
+					assert.Len(t, slices.Compact(prov.HeaderValues("X-Amz-Date")), len(slices.Compact(slices.Clone(s.sdk))), "one signing time per SDK attempt")
 				})
 			})
 		}
@@ -381,19 +382,19 @@ func TestBedrockDefaultRetryerSpendsTheReserve(t *testing.T) {
 		reserve  = 3 * time.Second
 	)
 	policy := llmretry.Policy{Waits: []time.Duration{time.Second, 2 * time.Second}, Reserve: reserve}
-	slow503 := bedrockUnavailable().after(time.Second)
+	slow503 := testkit.BedrockUnavailable().After(time.Second)
 
 	// ride returns the provider's attempts and the time left before the
 	// deadline when Converse returned.
 	ride := func(t *testing.T, opts ...func(*bedrockruntime.Options)) (int, time.Duration) {
-		prov := newProvider(slow503)
+		prov := testkit.NewProvider(slow503)
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
 		_, err := bedrockClient(retrying(t, prov, policy), opts...).Converse(ctx, bedrockConverseInput())
 		left := time.Until(must(ctx.Deadline()))
 		var ex *brtypes.ServiceUnavailableException
 		require.ErrorAs(t, err, &ex, "the last 503, not the deadline")
-		return prov.attempts(), left
+		return prov.Attempts(), left
 	}
 
 	synctest.Test(t, func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/llmretry/llmretry/internal/testkit"
 	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,7 +71,7 @@ type capture struct {
 	host string // the fixed dummy Host of the capture
 	// answer is what the in-memory provider replies, so that the client
 	// completes its operation as in real use.
-	answer reply
+	answer testkit.Reply
 	// run drives the client through rt.
 	run func(t *testing.T, rt http.RoundTripper) error
 
@@ -95,7 +96,7 @@ func captures() []capture {
 	ignore := func(context.Context, []byte) error { return nil }
 	return []capture{
 		{
-			name: "goopenai_chat_nostream", host: "api.openai.test", answer: openAIChatCompletion("Hello!"),
+			name: "goopenai_chat_nostream", host: "api.openai.test", answer: testkit.OpenAIChatCompletion("Hello!"),
 			run: func(_ *testing.T, rt http.RoundTripper) error {
 				_, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletion(context.Background(), chat)
 				return err
@@ -103,7 +104,7 @@ func captures() []capture {
 			getBody: true, bodyType: "io.nopCloserWriterTo wrapping *bytes.Buffer", accept: "application/json", stream: "false",
 		},
 		{
-			name: "goopenai_chat_stream", host: "api.openai.test", answer: openAIChatStream("Hel", "lo!"),
+			name: "goopenai_chat_stream", host: "api.openai.test", answer: testkit.OpenAIChatStream("Hel", "lo!"),
 			run: func(_ *testing.T, rt http.RoundTripper) error {
 				stream, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletionStream(context.Background(), chat)
 				if err != nil {
@@ -122,7 +123,7 @@ func captures() []capture {
 			getBody: true, bodyType: "io.nopCloserWriterTo wrapping *bytes.Buffer", accept: "text/event-stream", stream: "true",
 		},
 		{
-			name: "langchaingo_openai_nostream", host: "api.openai.test", answer: openAIChatCompletion("Hello!"),
+			name: "langchaingo_openai_nostream", host: "api.openai.test", answer: testkit.OpenAIChatCompletion("Hello!"),
 			run: func(t *testing.T, rt http.RoundTripper) error {
 				_, err := langchainOpenAI(t, fakeOpenAIURL, rt).GenerateContent(context.Background(), long)
 				return err
@@ -130,7 +131,7 @@ func captures() []capture {
 			getBody: true, bodyType: "io.nopCloserWriterTo wrapping *bytes.Reader",
 		},
 		{
-			name: "langchaingo_openai_stream", host: "api.openai.test", answer: openAIChatStream("Hel", "lo!"),
+			name: "langchaingo_openai_stream", host: "api.openai.test", answer: testkit.OpenAIChatStream("Hel", "lo!"),
 			run: func(t *testing.T, rt http.RoundTripper) error {
 				_, err := langchainOpenAI(t, fakeOpenAIURL, rt).GenerateContent(context.Background(), long, llms.WithStreamingFunc(ignore))
 				return err
@@ -139,7 +140,7 @@ func captures() []capture {
 			stream: "true", midBody: true,
 		},
 		{
-			name: "langchaingo_anthropic_nostream", host: "api.anthropic.test", answer: anthropicMessage("Hello!"),
+			name: "langchaingo_anthropic_nostream", host: "api.anthropic.test", answer: testkit.AnthropicMessage("Hello!"),
 			run: func(t *testing.T, rt http.RoundTripper) error {
 				_, err := langchainAnthropic(t, fakeAnthropicURL+"v1", rt).GenerateContent(context.Background(), long, llms.WithMaxTokens(256))
 				return err
@@ -147,7 +148,7 @@ func captures() []capture {
 			getBody: true, bodyType: "io.nopCloserWriterTo wrapping *bytes.Reader",
 		},
 		{
-			name: "langchaingo_anthropic_stream", host: "api.anthropic.test", answer: anthropicStream("Hel", "lo!"),
+			name: "langchaingo_anthropic_stream", host: "api.anthropic.test", answer: testkit.AnthropicStream("Hel", "lo!"),
 			run: func(t *testing.T, rt http.RoundTripper) error {
 				_, err := langchainAnthropic(t, fakeAnthropicURL+"v1", rt).GenerateContent(context.Background(), long, llms.WithMaxTokens(256), llms.WithStreamingFunc(ignore))
 				return err
@@ -156,7 +157,7 @@ func captures() []capture {
 			stream: "true", midBody: true,
 		},
 		{
-			name: "bedrock_converse_nostream", host: "bedrock-runtime.us-east-1.amazonaws.test", answer: bedrockConverse("Hello!"),
+			name: "bedrock_converse_nostream", host: "bedrock-runtime.us-east-1.amazonaws.test", answer: testkit.BedrockConverse("Hello!"),
 			run: func(_ *testing.T, rt http.RoundTripper) error {
 				_, err := bedrockClient(rt, noAWSRetries).Converse(context.Background(), bedrockConverseInput())
 				return err
@@ -175,7 +176,7 @@ func captures() []capture {
 			bodyType: "*io.safeWriteToReadCloser wrapping *io.safeReadCloser",
 		},
 		{
-			name: "bedrock_invokemodel_nostream", host: "bedrock-runtime.us-east-1.amazonaws.test", answer: bedrockInvoke("Hello!"),
+			name: "bedrock_invokemodel_nostream", host: "bedrock-runtime.us-east-1.amazonaws.test", answer: testkit.BedrockInvoke("Hello!"),
 			run: func(_ *testing.T, rt http.RoundTripper) error {
 				_, err := bedrockClient(rt, noAWSRetries).InvokeModel(context.Background(), &bedrockruntime.InvokeModelInput{
 					ModelId: aws.String(bedrockModel), ContentType: aws.String("application/json"), Accept: aws.String("application/json"),
@@ -211,27 +212,27 @@ func TestClientRequestCaptures(t *testing.T) {
 	write := os.Getenv(writeClientsEnv) == "1"
 	for _, c := range captures() {
 		t.Run(c.name, func(t *testing.T) {
-			prov := newProvider(c.answer)
+			prov := testkit.NewProvider(c.answer)
 			require.NoError(t, c.run(t, prov), "the client completes its operation against the fake provider")
-			require.Equal(t, 1, prov.attempts())
-			got := prov.received()[0]
+			require.Equal(t, 1, prov.Attempts())
+			got := prov.Received()[0]
 
-			assert.Equal(t, c.getBody, got.getBody, "GetBody set")
+			assert.Equal(t, c.getBody, got.GetBody, "GetBody set")
 			if c.bodyType != "" {
-				assert.Equal(t, c.bodyType, got.bodyType, "the body's Go type")
+				assert.Equal(t, c.bodyType, got.BodyType, "the body's Go type")
 			}
-			assert.Equal(t, int64(len(got.body)), got.contentLength, "ContentLength is the body's length")
-			assert.Equal(t, c.accept, got.header.Get("Accept"))
+			assert.Equal(t, int64(len(got.Body)), got.ContentLength, "ContentLength is the body's length")
+			assert.Equal(t, c.accept, got.Header.Get("Accept"))
 			var members map[string]json.RawMessage
-			require.NoError(t, json.Unmarshal([]byte(got.body), &members))
+			require.NoError(t, json.Unmarshal([]byte(got.Body), &members))
 			assert.Equal(t, c.stream, string(members["stream"]), "the body's \"stream\" member")
 			if c.midBody {
-				at := strings.Index(got.body, `"stream":true`)
+				at := strings.Index(got.Body, `"stream":true`)
 				assert.Greater(t, at, 8<<10, "\"stream\" comes after more than 8 KiB")
-				assert.False(t, strings.HasSuffix(got.body, `"stream":true}`), "\"stream\" is not the last member")
+				assert.False(t, strings.HasSuffix(got.Body, `"stream":true}`), "\"stream\" is not the last member")
 			}
 			t.Logf("GetBody %v, Body %s, ContentLength %d, Accept %q, %s",
-				got.getBody, got.bodyType, got.contentLength, got.header.Get("Accept"), streamPosition(got.body))
+				got.GetBody, got.BodyType, got.ContentLength, got.Header.Get("Accept"), streamPosition(got.Body))
 
 			dump := dumpCapture(t, got, c.host)
 			for _, secret := range []string{dummyOpenAIKey, dummyAnthropicKey, dummyAWSKeyID, dummyAWSSecret} {
@@ -260,9 +261,9 @@ func TestClientRequestCaptures(t *testing.T) {
 // dumpCapture renders what reached the provider in HTTP/1.1 wire format,
 // as httputil.DumpRequest does, with host as Host, credential headers
 // removed and volatile ones fixed.
-func dumpCapture(t *testing.T, c call, host string) []byte {
+func dumpCapture(t *testing.T, c testkit.Call, host string) []byte {
 	t.Helper()
-	h := c.header.Clone()
+	h := c.Header.Clone()
 	for _, k := range credentialHeaders {
 		h.Del(k)
 	}
@@ -273,20 +274,20 @@ func dumpCapture(t *testing.T, c call, host string) []byte {
 	}
 	h.Del("Content-Length")
 	req := &http.Request{
-		Method:     c.method,
-		URL:        &url.URL{Path: c.path, RawPath: c.rawPath, RawQuery: c.query},
+		Method:     c.Method,
+		URL:        &url.URL{Path: c.Path, RawPath: c.RawPath, RawQuery: c.Query},
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
 		Host:       host,
 		Header:     h,
-		Body:       io.NopCloser(strings.NewReader(c.body)),
+		Body:       io.NopCloser(strings.NewReader(c.Body)),
 	}
-	if c.body != "" {
+	if c.Body != "" {
 		// DumpRequest writes only the headers it is given: name the length
 		// so that http.ReadRequest reads the body back.
-		h.Set("Content-Length", fmt.Sprint(len(c.body)))
-		req.ContentLength = int64(len(c.body))
+		h.Set("Content-Length", fmt.Sprint(len(c.Body)))
+		req.ContentLength = int64(len(c.Body))
 	}
 	dump, err := httputil.DumpRequest(req, true)
 	require.NoError(t, err)

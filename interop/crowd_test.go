@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,12 +27,19 @@ import (
 // crowdCalls is how many calls run at once in the issue's scenarios.
 const crowdCalls = 100
 
+// The defaults a zero coordination.Config stands for, as its field docs
+// state them.
+const (
+	defaultProbeInterval = 5 * time.Second
+	defaultReleaseSpread = time.Second
+)
+
 // crowdScenario is one outage the crowd goes through.
 type crowdScenario struct {
 	id         string // "a", "b": for logs
 	name       string // for the table
 	calls      int    // how many calls run at once
-	fault      reply
+	fault      testkit.Reply
 	faultTime  time.Duration // how long the fault takes to come back
 	recovery   time.Duration // the provider is down from 0 until then
 	stagger    time.Duration // call i starts at i × stagger
@@ -47,12 +56,12 @@ type crowdScenario struct {
 // than the calls' own schedules would. (e) is (a) 30 s longer: the host
 // policy's own schedule no longer lands an attempt just after recovery.
 var crowdScenarios = []crowdScenario{
-	{id: "a", name: "502 Bad Gateway for 3m00s, 100 calls, all start at 0", calls: crowdCalls, fault: badGateway(), faultTime: 200 * time.Millisecond, recovery: 3 * time.Minute},
-	{id: "b", name: "429 Retry-After: 30 for 30s, 100 calls, call i starts at i × 200ms", calls: crowdCalls, fault: openAIRateLimited("30"),
+	{id: "a", name: "502 Bad Gateway for 3m00s, 100 calls, all start at 0", calls: crowdCalls, fault: testkit.BadGateway(), faultTime: 200 * time.Millisecond, recovery: 3 * time.Minute},
+	{id: "b", name: "429 Retry-After: 30 for 30s, 100 calls, call i starts at i × 200ms", calls: crowdCalls, fault: testkit.OpenAIRateLimited("30"),
 		faultTime: 100 * time.Millisecond, recovery: 30 * time.Second, stagger: 200 * time.Millisecond, serverWait: 30 * time.Second},
-	{id: "c", name: "502 Bad Gateway for 3m00s, 10 calls", calls: 10, fault: badGateway(), faultTime: 200 * time.Millisecond, recovery: 3 * time.Minute},
-	{id: "d", name: "502 Bad Gateway for 3m00s, 1 call", calls: 1, fault: badGateway(), faultTime: 200 * time.Millisecond, recovery: 3 * time.Minute},
-	{id: "e", name: "502 Bad Gateway for 3m30s, 100 calls, all start at 0", calls: crowdCalls, fault: badGateway(), faultTime: 200 * time.Millisecond, recovery: 3*time.Minute + 30*time.Second},
+	{id: "c", name: "502 Bad Gateway for 3m00s, 10 calls", calls: 10, fault: testkit.BadGateway(), faultTime: 200 * time.Millisecond, recovery: 3 * time.Minute},
+	{id: "d", name: "502 Bad Gateway for 3m00s, 1 call", calls: 1, fault: testkit.BadGateway(), faultTime: 200 * time.Millisecond, recovery: 3 * time.Minute},
+	{id: "e", name: "502 Bad Gateway for 3m30s, 100 calls, all start at 0", calls: crowdCalls, fault: testkit.BadGateway(), faultTime: 200 * time.Millisecond, recovery: 3*time.Minute + 30*time.Second},
 }
 
 // crowdClient is one way of sending the crowd's calls.
@@ -68,14 +77,14 @@ type crowdClient struct {
 var crowdClients = []crowdClient{
 	{
 		name:        "llmretry host policy, coordinated",
-		about:       "one `llmretry.NewCoordinated(provider, hostPolicy, llmretry.Coordination{})` for all the calls: probes at most 5 s apart (0–20 % sooner), release spread 1 s",
+		about:       "one `llmretry.NewCoordinated(provider, hostPolicy, coordination.Config{})` for all the calls: probes at most 5 s apart (0–20 % sooner), release spread 1 s",
 		jittered:    true,
 		coordinated: true,
 		policy:      hostPolicy,
 	},
 	{
 		name:        "llmretry zero Policy, coordinated",
-		about:       "one `llmretry.NewCoordinated(provider, llmretry.Policy{}, llmretry.Coordination{})` for all the calls",
+		about:       "one `llmretry.NewCoordinated(provider, llmretry.Policy{}, coordination.Config{})` for all the calls",
 		jittered:    true,
 		coordinated: true,
 		policy:      func() llmretry.Policy { return llmretry.Policy{} },
@@ -137,7 +146,7 @@ func runCrowd(t *testing.T, c crowdClient, s crowdScenario) crowdRun {
 		}
 		clients := make([]*http.Client, s.calls)
 		if c.coordinated {
-			rt, err := llmretry.NewCoordinated(base, p, llmretry.Coordination{})
+			rt, err := llmretry.NewCoordinated(base, p, coordination.Config{})
 			require.NoError(t, err)
 			shared := &http.Client{Transport: rt}
 			for i := range clients {
@@ -341,11 +350,11 @@ func TestCrowdRideThrough(t *testing.T) {
 				// Probes go at least 4 s apart (ProbeInterval less 20 %):
 				// each call's first attempt, the probes, and each call's
 				// attempt after the recovery.
-				bound := 2*s.calls + int(s.recovery/(llmretry.DefaultProbeInterval*4/5)) + 1
+				bound := 2*s.calls + int(s.recovery/(defaultProbeInterval*4/5)) + 1
 				assert.LessOrEqual(t, len(r.at), bound, "(%s) %s: provider attempts", s.id, name)
 				// A call may run out of retries only if the probes
 				// outnumber what all calls' retry counts allow.
-				if name == "llmretry host policy, coordinated" || s.calls*llmretry.DefaultMaxRetries > bound {
+				if name == "llmretry host policy, coordinated" || s.calls*zeroPolicyMaxRetries > bound {
 					assert.Equal(t, s.calls, r.ok(), "(%s) %s: calls answered (first error: %v)", s.id, name, r.firstErr())
 				}
 				if l := r.lags(); len(l) > 0 {
@@ -385,7 +394,7 @@ func TestCrowdRideThrough(t *testing.T) {
 // runs are scenario s's, by client name.
 func crowd502(t *testing.T, runs map[string]crowdRun, s crowdScenario, coordinated []string) {
 	t.Helper()
-	probeInterval := llmretry.DefaultProbeInterval // Coordination{} uses the defaults
+	probeInterval := defaultProbeInterval // coordination.Config{} uses the defaults
 	for _, c := range crowdClients {
 		r := runs[c.name]
 		atStart := 0
@@ -410,7 +419,7 @@ func crowd502(t *testing.T, runs map[string]crowdRun, s crowdScenario, coordinat
 			// most a probe interval after it was sent (however long
 			// its 502 took), then the probe's generation, the release
 			// spread and the released call's generation: 5 + 2 + 1 + 2 s.
-			worst := probeInterval + genTime + llmretry.DefaultReleaseSpread + genTime
+			worst := probeInterval + genTime + defaultReleaseSpread + genTime
 			assert.LessOrEqual(t, worst, 10*time.Second)
 			assert.LessOrEqual(t, l[len(l)-1], worst, "(%s) %s: the slowest call's recovery lag", s.id, name)
 			assert.GreaterOrEqual(t, l[0], genTime, "(%s) %s: no answer before the provider could give one", s.id, name)
@@ -430,10 +439,10 @@ func crowd502(t *testing.T, runs map[string]crowdRun, s crowdScenario, coordinat
 func renderCrowd(runs []crowdRun) string {
 	var b strings.Builder
 	a, w, e := crowdScenarios[0], crowdScenarios[1], crowdScenarios[4]
-	worst := llmretry.DefaultProbeInterval + 2*genTime + llmretry.DefaultReleaseSpread
+	worst := defaultProbeInterval + 2*genTime + defaultReleaseSpread
 	bound := func(s crowdScenario) string {
-		return fmt.Sprintf("2 × %d + %s / %s + 10 = %d", s.calls, fmtDur(s.recovery), fmtDur(llmretry.DefaultProbeInterval),
-			2*s.calls+int(s.recovery/llmretry.DefaultProbeInterval)+10)
+		return fmt.Sprintf("2 × %d + %s / %s + 10 = %d", s.calls, fmtDur(s.recovery), fmtDur(defaultProbeInterval),
+			2*s.calls+int(s.recovery/defaultProbeInterval)+10)
 	}
 	lone := "more attempts"
 	for _, r := range runs {
@@ -487,7 +496,7 @@ host policy's own schedule happens to land its fourth attempt
 its next wait (4 minutes) no longer fits before the deadline minus the
 reserve, and every independent call fails while every coordinated one
 comes through. The probes cost per provider key, not per call: at most one
-every ` + fmtDur(llmretry.DefaultProbeInterval) + `. With few calls that is more than their own schedules send (d:
+every ` + fmtDur(defaultProbeInterval) + `. With few calls that is more than their own schedules send (d:
 one call with the host policy sends ` + lone + `), in exchange for a lag of
 seconds instead of minutes; probes go in turns, so they spend no call's
 retries faster than the others'.

@@ -10,6 +10,7 @@
 //	go test -race ./...
 //	go test -run '^$' -bench Peers -benchmem -count 6 .
 //
-// Shared fake-provider helpers live in provider_test.go; the recipes the
-// tests prove are in docs/clients.md.
+// The scripted fake provider and its replies are internal/testkit's; the
+// SDK clients wired to it live in provider_test.go; the recipes the tests
+// prove are in docs/clients.md.
 package interop

@@ -4,22 +4,21 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/llmretry/llmretry"
 )
 
 // fbNotes says, for each scenario one of our rows does not pass, why and
 // what it means for llmretry.
 var fbNotes = map[string]string{
-	"S02": "Without a fallback, six attempts on the fixed schedule (0, 0.5, 1.5, 3.5, 7.5, 15.5 s), then the 429 is the caller's, marked for `llmretry.GaveUp`. With the fallback, the third 429 (1.5 s, past `FallbackAfter`) moves the call and the fallback answers.",
-	"S04": "A provider down for good: without a fallback, six attempts and the caller gets the 503 (the openai-python SDK stops at three, the baseline's). With the fallback: three primary attempts, the fallback at 1.5 s.",
-	"S06": "Without a fallback, three attempts each abandoned at `AttemptTimeout` (30 s); a fourth could start only by the deadline less its reserve (100 s − 20 s = 80 s) and is not sent: a clean error at 91.5 s, inside the budget. With the fallback, the first timeout moves the call and the fallback answers at 30.9 s.",
+	"S02": "Without a fallback, six attempts on the fixed schedule (0, 0.5, 1.5, 3.5, 7.5, 15.5 s), then the 429 is the caller's, marked for `llmretry.GaveUp`. With the host's fallback, the third 429 (1.5 s, past `FallbackAfter`) moves the call and the fallback answers. The README's set-up has neither `FallbackAfter` nor a fixed schedule: a 429 that states no wait is no blip and says nothing of waiting being hopeless, so the primary keeps the call, each drawn wait taken while it ends before the 40-s deadline less its 8-s reserve; the call moves to the fallback, which answers, when the next wait no longer fits. Since issue 31 a wait after a 429 is drawn from the upper half of its window ([0.5, 1], [1, 2], [2, 4], [4, 8], [8, 16], [16, 32] s): at most three attempts fall in the first 3 s (`no_hammer`, at most 4, holds on every draw), six always fit (the first five waits sum to 15.5–31 s), and a seventh would need all six waits within 0.5 s of their least (about 4 calls in 100 million, `bounded_attempts`). Before issue 31 (full jitter from 0) about 53 % of these calls failed one of the two.",
+	"S04": "A provider down for good: without a fallback, six attempts and the caller gets the 503 (the openai-python SDK stops at three, the baseline's). With the host's fallback: three primary attempts, the fallback at 1.5 s; with the README's set-up, two: the first 503 is a blip, retried after its drawn wait (up to 1 s), the second moves the call.",
+	"S06": "Without a fallback, three attempts each abandoned at `AttemptTimeout` (30 s); a fourth could start only by the deadline less its reserve (100 s − 20 s = 80 s) and is not sent: a clean error at 91.5 s, inside the budget. With the host's fallback, the first timeout moves the call and the fallback answers at 30.9 s. The README's set-up bounds no attempt: its one attempt waits for headers until the deadline, and the caller gets `context deadline exceeded` at 100.0 s, never the fallback (a silent provider says nothing the call could move on). Safe here because virtual time ends the call at its deadline exactly; on a real clock the error comes a little after it, past `within_budget` (at most 100 s, required), which the benchmark would score a fail. `AttemptTimeout` is what passes S06.",
+	"S07": "The README's set-up sets no first-token limit: the call waits for the slow first token and reads the whole answer at 20.9 s, past `ttft_limit` (15 s, advisory, for a system that declares a fallback): partial. The host's row passes with `FirstEventTimeout: 10 * time.Second` (see \"What each choice changes\").",
 	"S08": "The stream was handed to the caller at its first token: bytes of it are the caller's, so llmretry never resends it (by design: `RetryStreams` retries a stream only until it is committed). The cut reaches the caller as openai-go's `unexpected EOF`, a clean error, never 40 words presented as the answer. Rescuing it needs a client that buffers or restarts the whole answer (the reference client), which a transport under an SDK's stream cannot do.",
-	"S09": "`StreamIdleTimeout` ends the caller's read 30 s after the last byte (30.3 s) with llmretry's stream-idle error; the stream is committed and not resent, as in S08; the next call is healthy (`alive_after`).",
+	"S09": "`StreamIdleTimeout` ends the caller's read 30 s after the last byte (30.3 s) with llmretry's stream-idle error; the stream is committed and not resent, as in S08; the next call is healthy (`alive_after`). The README's set-up sets no `StreamIdleTimeout`: its read waits out the stall until the wall hangs up 30 s later (`unexpected EOF` at 30.3 s), the same clean error by the wall's grace; a stall that never ends would be ended by the deadline alone.",
 	"S10": "openai-go fails the stream at the invalid event (`unexpected end of JSON input`). The event comes after content, when the stream is the caller's; a client that skips a bad event recovers in place (Bifrost, Portkey). That is the SDK's choice, not the transport's.",
-	"S12": "A 400 says the request is wrong: llmretry neither resends it nor routes it (`Policy.Fallback` is for a provider that cannot answer, not a request it refuses). One attempt, the provider's `context_length_exceeded` to the caller. Gateways with a larger-context model configured pass by routing there; under llmretry that is the host's decision, on the error it gets.",
+	"S12": "A 400 says the request is wrong: llmretry does not resend it, and `Policy.Fallback` does not take it (a fallback is for a provider that cannot answer, not a request it refuses). Since issue 30, a 400 that says the prompt is longer than the model's window (`context_length_exceeded` here) moves the call at once to `Policy.LongContext`'s routes: with one (README set-up + long context), the primary is asked once and the larger window (`fb-ok`) answers at 0.9 s, as the gateways with a larger-context model configured do. Without one (the other rows), one attempt, and the provider's `context_length_exceeded` is the caller's at once.",
 	"S14": "As S08: the primary's stream is committed when it is cut, so nothing is continued or restarted, and the fallback's prefill trap is never sprung (no prefill rejection masks anything): a clean error.",
-	"S15": "Without a fallback nothing answers during the outage: each request spends its six attempts (15.5 s), so four are sent in the 60 s, the last answered when the primary comes back within its retries. The outage checks require a fallback and are n/a. With the fallback, every request during the outage is served by it (each after three primary attempts: a `New` Transport keeps no circuit), and the first request after recovery is answered by the primary.",
+	"S15": "Without a fallback nothing answers during the outage: each request spends its six attempts (15.5 s), so four are sent in the 60 s, the last answered when the primary comes back within its retries. The outage checks require a fallback and are n/a. With the host's fallback, every request during the outage is served by it (each after three primary attempts: a `New` Transport keeps no circuit; with the README's set-up, after two, the first 503 a blip), and the first request after recovery is answered by the primary.",
 	"S16": "Without a fallback, as S04. With one, the caller reads the fallback's own model name (`fb-ok`) and usage, never a blend.",
 }
 
@@ -37,6 +36,20 @@ var fbDifferences = []string{
 // our rows beside the published ones, the totals, what each cell that is
 // not a pass means for llmretry, the configuration, and every check of
 // our cells with the wall's log.
+
+// fbLogShown is how many entries of a jittered cell's wall log the
+// check-level detail shows.
+const fbLogShown = 4
+
+// fbMergeRuns merges what line says of each run of jittered cell c (see
+// fbMerge).
+func fbMergeRuns(c fbCell, line func(fbCell) string) string {
+	lines := make([]string, len(c.runs))
+	for i, r := range c.runs {
+		lines[i] = line(r)
+	}
+	return fbMerge(lines)
+}
 
 // fbDur formats d for prose: "15 ms", "0.5 s", "120 s".
 func fbDur(d time.Duration) string {
@@ -69,16 +82,20 @@ func renderFailoverBench(rows [][]fbCell, undone []fbCell) string {
 
 	w("## How it is run\n\n")
 	w("    cd interop && go test -race -run Failover -count=1 .\n\n")
-	w("`TestFailoverBench` (interop/failoverbench_test.go) runs every cell — 16 scenarios × our two rows, plus the cells of ")
+	w("`TestFailoverBench` (interop/failoverbench_test.go) runs every cell — 16 scenarios × our four rows, plus the cells of ")
 	w("\"What each choice changes\" — each in its own `testing/synctest` bubble against `fbWall` (interop/failoverbench_wall_test.go), ")
 	w("an in-memory `http.RoundTripper` that plays the wall: the fault chosen by the `model` in the JSON body, the canonical sixty-word answer ")
 	w("streamed as `chat.completion.chunk` events %s apart, the finish chunk, a usage chunk, `data: [DONE]`. ", fbDur(fbTiming.tokenInterval))
 	w("The full published profile runs in virtual time (%s first token in S07, %s stall in S09, %s silence in S06, %s outage in S15), ",
 		fbDur(fbTiming.slowTTFT), fbDur(fbTiming.stall), fbDur(fbTiming.noResponse), fbDur(fbTiming.flapDown))
-	w("so the whole benchmark costs well under a second and every figure is exact and the same on every run. ")
+	w("so the whole benchmark costs a few seconds and every figure is exact. ")
+	w("The rows with the README's set-up draw their waits (the default full jitter): each of their cells runs twice, and %d times in all when the draws changed its times (S15, 20 calls a run: %d), ", fbJitterRuns, fbJitterSeqRuns)
+	w("and shows every verdict its runs got, and each figure as it is when every run has it, a count that differs as its range (`6–7p`), a time that differs as `~`, ")
+	w("so that this file is the same on every run. ")
 	w("It scores each cell as the benchmark's runner does (a call still running at `max_wall_s` + 1 s is a hang; after every scenario a healthy ")
-	w("`fb-ok` call, not streamed, with a 10-s limit, is `alive_after`), asserts the verdict it expects of every cell, that no cell fails, ")
-	w("that the row with a fallback passes at least 11, that no byte of the primary's API key reaches the fallback's host, and that this file is what the run renders: ")
+	w("`fb-ok` call, not streamed, with a 10-s limit, is `alive_after`), asserts the verdicts it expects of every cell, that no cell of the host's rows fails, ")
+	w("that the host's row with a fallback passes at least 11, issue 30's cells of the README rows in every run (S03 and S12 pass with the long-context route; without it, S12's 400 is the caller's at once after one attempt), ")
+	w("that no byte of the primary's API key reaches the fallback's host, and that this file is what the run renders: ")
 	w("regenerate it with `LLMRETRY_WRITE_TABLE=1`.\n\n")
 
 	w("## Configuration\n\n")
@@ -96,15 +113,20 @@ func renderFailoverBench(rows [][]fbCell, undone []fbCell) string {
 	w("| setting | value | why |\n|---|---|---|\n")
 	w("| deadline (`context.WithTimeout`) | the scenario's `max_wall_s`; S06: 100 s; S15: 30 s per request | The budget the benchmark gives each call (its runner hands the adapter `max_wall_s`). S06 states its own: \"end the call inside the configured budget: two retries of 30 s each plus slack, 100 s\"; its `max_wall_s` of 130 s is the cut-off that tells a call over budget from a hang. With 130 s as its deadline the row without a fallback sends a fourth 30-s attempt and ends at 123.5 s (see below). |\n")
 	w("| `RetryStreams` | `%t` | Every scenario streams; by default llmretry sends a stream once. |\n", alone.RetryStreams)
-	w("| `MaxRetries` | %d | The catalogue's bound of 6 attempts (S02, S04, S16), as the issue sets it; the default is %d. |\n", alone.MaxRetries, llmretry.DefaultMaxRetries)
+	w("| `MaxRetries` | %d | The catalogue's bound of 6 attempts (S02, S04, S16), as the issue sets it; the default is %d. |\n", alone.MaxRetries, zeroPolicyMaxRetries)
 	w("| `Waits` | %s | A fixed schedule (the reference client's 0.5 s doubling, without its jitter): S02's `no_hammer` (at most 4 attempts in 3 s, required) becomes a guarantee — 3 attempts in 3 s. The default full jitter draws the first four waits from [0, 1 s], [0, 2 s], [0, 4 s], [0, 8 s]; they sum to under 3 s, a fifth attempt inside the window, in 1 call in 24 (the volume of that corner of the box: (3⁴ − 2⁴ − 1⁴) / (4! × 1 × 2 × 4 × 8)). |\n", strings.Join(waits, ", "))
 	w("| `AttemptTimeout` | %s | The baseline's 30-s request timeout: the wait for response headers (a stream's come at once). |\n", fbDur(alone.AttemptTimeout))
 	w("| `StreamIdleTimeout` | %s | The baseline's 30-s stream-idle timeout, on the stream the caller reads. |\n", fbDur(alone.StreamIdleTimeout))
 	w("| `FirstEventTimeout` | %s with the fallback, %s without | With somewhere to go, a host sets a time-to-first-token limit (the reference client's 10 s; the catalogue calls failing over on one \"the mature behaviour\"). Without, a limit only throws a slow answer away and asks again: the baseline's 30-s stream-idle timeout bounds the first token too. |\n", fbDur(with.FirstEventTimeout), fbDur(alone.FirstEventTimeout))
 	w("| `Fallback` | `RouteTo(%q, %q, Authorization: the fallback's key)`, wrapped by a Route that sets the JSON body's `model` to the fallback model | A fallback to another model on another host with another key, the realistic case: `fb-ok` (S14: `fb-ok-noprefill`, the scenario's `fallback_model`). |\n", fbPrimaryBase, fbFallbackBase)
-	w("| `FallbackAfter` | %s | The primary keeps a call for its first second: a transient failure (S03's 500, S05's reset) is retried there 0.5 s later, as the catalogue's S03 asks; a provider still failing after a second is left (S02, S04, S16: the third failure, at 1.5 s, moves the call). |\n", fbDur(with.FallbackAfter))
+	w("| `FallbackAfter` | %s | The primary keeps a call for its first second; a provider still failing after it is left (S02, S04, S16: the third failure, at 1.5 s, moves the call). Since issue 30 a blip stays home without it too (S03's 500 and S05's reset are retried on the primary 0.5 s later either way): what it still changes is a persistent 429 (S02), which leaves at 1.5 s rather than after the schedule's six attempts, at the price of a third attempt on a primary that answers 503 (S04, S16: without it, the second moves the call). |\n", fbDur(with.FallbackAfter))
 	w("| `Reserve` | the default: a fifth of the deadline | Left as it is. |\n\n")
 	w("The row without a fallback is the same host with no `Fallback`, `FallbackAfter` or first-token limit; it declares no fallback, so the checks marked `requires: fallback` are n/a for it, as the methodology says.\n\n")
+	w("**The README's set-up** (issue 30): the two rows so named take the README's fallback snippet as a host copies it, ")
+	w("`llmretry.Policy{Fallback: routes, RetryStreams: true}`, every other field zero — the schedule's jittered waits (up to 1 s, 2 s, 4 s, … capped at 60 s), %d retries, ", zeroPolicyMaxRetries)
+	w("no `AttemptTimeout`, `FirstEventTimeout` or `StreamIdleTimeout`, no `FallbackAfter` — with the host's fallback route and the same deadline, the scenario's budget. ")
+	w("\"+ long context\" adds `LongContext`: a route to the fallback's host and key that sets the body's `model` to `%s`, ", fbLongModel)
+	w("the wall's model that answers where S12's refuses (a model with a larger window), rewriting the body as the docs' `withModel` does, `ContentLength` and `GetBody` with it.\n\n")
 
 	w("## Scorecard\n\n")
 	w("**pass** = the caller got the complete answer and the system behaved; **partial** = rescued, with an advisory conduct issue; ")
@@ -122,7 +144,7 @@ func renderFailoverBench(rows [][]fbCell, undone []fbCell) string {
 		w("| **%s** %s |", sc.id, sc.title)
 		for i := range fbRows {
 			c := rows[i][j]
-			w(" %s<br><sub>%s</sub> |", fbMark(c.verdict), c.detail)
+			w(" %s<br><sub>%s</sub> |", c.marks(), c.detail)
 		}
 		for _, p := range fbPublished {
 			w(" %s<br><sub>%s</sub> |", fbMark(p.cells[j].verdict), p.cells[j].detail)
@@ -131,8 +153,8 @@ func renderFailoverBench(rows [][]fbCell, undone []fbCell) string {
 	}
 	w("\n| System | pass | partial | safe | fail |\n|---|---:|---:|---:|---:|\n")
 	for i, r := range fbRows {
-		n := fbTotals(rows[i])
-		w("| **%s** | %d | %d | %d | %d |\n", r.name, n[fbPass], n[fbPartial], n[fbSafe], n[fbFail])
+		n := fbTotalsText(rows[i])
+		w("| **%s** | %s | %s | %s | %s |\n", r.name, n[fbPass], n[fbPartial], n[fbSafe], n[fbFail])
 	}
 	for _, p := range fbPublished {
 		w("| %s | %d | %d | %d | %d |\n", p.name, p.totals[fbPass], p.totals[fbPartial], p.totals[fbSafe], p.totals[fbFail])
@@ -142,8 +164,8 @@ func renderFailoverBench(rows [][]fbCell, undone []fbCell) string {
 	for j, sc := range fbCatalogue {
 		var marks []string
 		for i, r := range fbRows {
-			if v := rows[i][j].verdict; v != fbPass {
-				marks = append(marks, fmt.Sprintf("%s %s", r.name, fbMark(v)))
+			if c := rows[i][j]; !c.passedOnly() {
+				marks = append(marks, fmt.Sprintf("%s %s", r.name, c.marks()))
 			}
 		}
 		if len(marks) > 0 {
@@ -151,7 +173,7 @@ func renderFailoverBench(rows [][]fbCell, undone []fbCell) string {
 		}
 	}
 
-	w("\n## What each choice changes\n\nEach choice of the host's that changes a verdict, undone on the cell it changes:\n\n| choice | cell | with it | without it |\n|---|---|---|---|\n")
+	w("\n## What each choice changes\n\nEach choice of the host's that changes a cell, undone on the cell it changes (its verdict, or, where that stays, how the cell gets there):\n\n| choice | cell | with it | without it |\n|---|---|---|---|\n")
 	for i, c := range fbChoices {
 		with := rows[c.row][c.index()]
 		w("| %s | %s, %s | %s<br><sub>%s</sub> | %s<br><sub>%s</sub><br>%s |\n", c.choice, c.scenario, fbRows[c.row].name,
@@ -166,6 +188,22 @@ func renderFailoverBench(rows [][]fbCell, undone []fbCell) string {
 	w("\n## Check-level detail\n")
 	for i, r := range fbRows {
 		w("\n### %s\n", r.name)
+		if r.jittered() {
+			w("\nEach cell ran twice, and %d times (S15: %d) when the draws changed its times; each line below is what holds in every run, its figures as in the scorecard, ", fbJitterRuns, fbJitterSeqRuns)
+			w("and the wall's log is shortened to its first %d attempts. A cell whose runs got different verdicts lists no checks: which of them fail depends on the draws (see above).\n", fbLogShown)
+			for _, c := range rows[i] {
+				if len(c.verdicts()) > 1 {
+					w("\n**%s %s** — %s\n", c.sc.id, c.sc.title, c.marks())
+				} else {
+					w("\n**%s %s** — %s — %s\n", c.sc.id, c.sc.title, c.marks(), fbMergeRuns(c, func(r fbCell) string { return r.reason }))
+					for k := range c.checks {
+						w("- %s\n", fbMergeRuns(c, func(r fbCell) string { return r.checks[k].String() }))
+					}
+				}
+				w("- wall log: %s\n", fbMergeRuns(c, func(r fbCell) string { return r.wallLog(fbLogShown) }))
+			}
+			continue
+		}
 		for _, c := range rows[i] {
 			w("\n**%s %s** — %s — %s\n", c.sc.id, c.sc.title, fbMark(c.verdict), c.reason)
 			for _, ch := range c.checks {

@@ -19,8 +19,9 @@ import (
 // over an http.Client whose Transport is llmretry configured as a host
 // would configure it, the way failoverbench configures every system it
 // scores (its METHODOLOGY.md's baseline: a 30-s request and stream-idle
-// timeout, one fallback model; the catalogue's bound of 6 attempts), with
-// a deadline from the scenario's budget on every call.
+// timeout, one fallback model; the catalogue's bound of 6 attempts), or
+// with the README's fallback set-up as it is (issue 30), with a deadline
+// from the scenario's budget on every call.
 
 // The primary and the fallback: two hosts of the wall, each with its own
 // API key, so that the run also shows no primary credential reaching the
@@ -82,6 +83,31 @@ func fbWithFallback(model string) (llmretry.Policy, error) {
 	return p, nil
 }
 
+// fbLongModel is the long-context route's model: the wall's model that
+// answers, the larger window S12's model lacks.
+const fbLongModel = fbDefaultFallback
+
+// fbReadme returns the README's fallback set-up for the wall: the policy
+// the README's snippet makes, Policy{Fallback: routes, RetryStreams:
+// true}, every other field zero (the schedule's jittered waits, 6
+// retries, no attempt, first-event or stream-idle bound), with the route
+// the host's rows take; with long, a long-context route too, to the
+// larger window on the fallback's host and key.
+func fbReadme(long bool) func(model string) (llmretry.Policy, error) {
+	return func(model string) (llmretry.Policy, error) {
+		to, err := llmretry.RouteTo(fbPrimaryBase, fbFallbackBase, http.Header{"Authorization": {"Bearer " + fbFallbackKey}})
+		if err != nil {
+			return llmretry.Policy{}, err
+		}
+		routes := []llmretry.Route{fbModelRoute(to, model)}
+		p := llmretry.Policy{Fallback: routes, RetryStreams: true}
+		if long {
+			p.LongContext = []llmretry.Route{fbModelRoute(to, fbLongModel)}
+		}
+		return p, nil
+	}
+}
+
 // fbModelRoute returns route with the JSON body's "model" set to model: a
 // fallback to another model, as a host configures one.
 func fbModelRoute(route llmretry.Route, model string) llmretry.Route {
@@ -133,10 +159,22 @@ func (r fbRow) transport(wall http.RoundTripper, fallbackModel string) (http.Rou
 	return llmretry.New(wall, p)
 }
 
-// fbRows are our rows: llmretry with one fallback, and without.
+// jittered reports whether the row's schedule draws its waits (no
+// Waits): its figures change from run to run, so each of its cells is run
+// fbJitterRuns times.
+func (r fbRow) jittered() bool {
+	p, err := r.policy(fbDefaultFallback)
+	return err == nil && len(p.Waits) == 0
+}
+
+// fbRows are our rows: llmretry configured as a host, with one fallback
+// and without; the README's fallback set-up with a long-context route, and
+// without.
 var fbRows = []fbRow{
 	{name: "llmretry + 1 fallback", hasFallback: true, policy: fbWithFallback},
 	{name: "llmretry, no fallback", policy: func(string) (llmretry.Policy, error) { return fbHost(), nil }},
+	{name: "llmretry, README set-up + long context", hasFallback: true, policy: fbReadme(true)},
+	{name: "llmretry, README set-up", hasFallback: true, policy: fbReadme(false)},
 }
 
 // fbClient is openai-go as the host uses it: the primary's base URL and

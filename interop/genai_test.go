@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genai"
@@ -21,9 +22,9 @@ import (
 // 20 s, and the SDK sees only the answer.
 func TestGeminiRidesOutOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(badGateway(),
-			geminiError(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota).").with("Retry-After", "20"),
-			geminiResponse("Hello! How can I help?"))
+		prov := testkit.NewProvider(testkit.BadGateway(),
+			testkit.GeminiError(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota).").With("Retry-After", "20"),
+			testkit.GeminiResponse("Hello! How can I help?"))
 		var rec recorder
 		rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, OnAttempt: rec.on})
 		client := geminiClient(t, fakeGeminiURL, rt, nil)
@@ -33,16 +34,16 @@ func TestGeminiRidesOutOutage(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "Hello! How can I help?", got.Text())
 
-		assert.Equal(t, 3, prov.attempts(), "exactly the policy's attempts")
-		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second}, prov.gaps())
+		assert.Equal(t, 3, prov.Attempts(), "exactly the policy's attempts")
+		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second}, prov.Gaps())
 		assert.Equal(t, 25*time.Second, time.Since(start))
 		assert.Equal(t, []int{502, 429, 200}, rec.statuses())
 		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second, 0}, rec.retryIns())
-		calls := prov.received()
+		calls := prov.Received()
 		for _, c := range calls {
-			assert.Equal(t, "/v1beta/models/"+geminiModel+":generateContent", c.path)
-			assert.Equal(t, dummyGeminiKey, c.header.Get("X-Goog-Api-Key"))
-			assert.Equal(t, calls[0].body, c.body, "every attempt carries the whole body")
+			assert.Equal(t, "/v1beta/models/"+geminiModel+":generateContent", c.Path)
+			assert.Equal(t, dummyGeminiKey, c.Header.Get("X-Goog-Api-Key"))
+			assert.Equal(t, calls[0].Body, c.Body, "every attempt carries the whole body")
 		}
 	})
 }
@@ -62,25 +63,25 @@ func TestGeminiStream(t *testing.T) {
 		}
 		return text.String(), nil
 	}
-	unavailable := geminiError(503, "UNAVAILABLE", "The model is overloaded. Please try again later.")
+	unavailable := testkit.GeminiError(503, "UNAVAILABLE", "The model is overloaded. Please try again later.")
 
 	t.Run("succeeds over the wire", func(t *testing.T) {
-		prov := newProvider(geminiStream(parts...))
+		prov := testkit.NewProvider(testkit.GeminiStream(parts...))
 		srv := httptest.NewServer(prov)
 		defer srv.Close()
 		rt := retrying(t, srv.Client().Transport, llmretry.Policy{})
 		text, err := collect(geminiClient(t, srv.URL+"/", rt, nil))
 		require.NoError(t, err)
 		assert.Equal(t, "Hello! How can I help?", text, "every chunk arrived")
-		require.Equal(t, 1, prov.attempts())
-		c := prov.received()[0]
-		assert.Equal(t, "/v1beta/models/"+geminiModel+":streamGenerateContent", c.path)
-		assert.Equal(t, "alt=sse", c.query)
+		require.Equal(t, 1, prov.Attempts())
+		c := prov.Received()[0]
+		assert.Equal(t, "/v1beta/models/"+geminiModel+":streamGenerateContent", c.Path)
+		assert.Equal(t, "alt=sse", c.Query)
 	})
 
 	t.Run("503 first is not retried by default", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(unavailable, geminiStream(parts...))
+			prov := testkit.NewProvider(unavailable, testkit.GeminiStream(parts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
 			_, err := collect(geminiClient(t, fakeGeminiURL, rt, nil))
 			var apiErr genai.APIError
@@ -88,19 +89,19 @@ func TestGeminiStream(t *testing.T) {
 			assert.Equal(t, 503, apiErr.Code)
 			assert.Equal(t, "UNAVAILABLE", apiErr.Status)
 			assert.Equal(t, "The model is overloaded. Please try again later.", apiErr.Message)
-			assert.Equal(t, 1, prov.attempts(), "the SDK got the 503 from the first attempt")
+			assert.Equal(t, 1, prov.Attempts(), "the SDK got the 503 from the first attempt")
 		})
 	})
 
 	t.Run("503 first is retried with RetryStreams", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(unavailable, geminiStream(parts...))
+			prov := testkit.NewProvider(unavailable, testkit.GeminiStream(parts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 			text, err := collect(geminiClient(t, fakeGeminiURL, rt, nil))
 			require.NoError(t, err)
 			assert.Equal(t, "Hello! How can I help?", text)
-			assert.Equal(t, 2, prov.attempts())
-			assert.Equal(t, []time.Duration{2 * time.Second}, prov.gaps())
+			assert.Equal(t, 2, prov.Attempts())
+			assert.Equal(t, []time.Duration{2 * time.Second}, prov.Gaps())
 		})
 	})
 }
@@ -108,7 +109,7 @@ func TestGeminiStream(t *testing.T) {
 // A 400 is final: one attempt, and the caller gets genai.APIError (a value,
 // not a pointer) with Gemini's message.
 func TestGeminiBadRequest(t *testing.T) {
-	prov := newProvider(geminiError(400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified\n"))
+	prov := testkit.NewProvider(testkit.GeminiError(400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified\n"))
 	srv := httptest.NewServer(prov)
 	defer srv.Close()
 	rt := retrying(t, srv.Client().Transport, llmretry.Policy{Waits: []time.Duration{time.Second}})
@@ -121,5 +122,5 @@ func TestGeminiBadRequest(t *testing.T) {
 	assert.Equal(t, "INVALID_ARGUMENT", apiErr.Status)
 	assert.Equal(t, "* GenerateContentRequest.contents: contents is not specified\n", apiErr.Message)
 	assert.False(t, errors.As(err, new(*llmretry.Exhausted)))
-	assert.Equal(t, 1, prov.attempts())
+	assert.Equal(t, 1, prov.Attempts())
 }

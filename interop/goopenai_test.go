@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,7 +51,7 @@ func goOpenAIStreamText(stream *goopenai.ChatCompletionStream) (string, error) {
 // the schedule's 5 s and 10 s.
 func TestGoOpenAIRidesOutOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(badGateway(), badGateway(), openAIChatCompletion("Hello! How can I help?"))
+		prov := testkit.NewProvider(testkit.BadGateway(), testkit.BadGateway(), testkit.OpenAIChatCompletion("Hello! How can I help?"))
 		var rec recorder
 		rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, OnAttempt: rec.on})
 		client := goOpenAIClient(fakeOpenAIURL, rt)
@@ -61,15 +62,15 @@ func TestGoOpenAIRidesOutOutage(t *testing.T) {
 		require.Len(t, got.Choices, 1)
 		assert.Equal(t, "Hello! How can I help?", got.Choices[0].Message.Content)
 
-		assert.Equal(t, 3, prov.attempts(), "exactly the policy's attempts")
-		assert.Equal(t, []time.Duration{5 * time.Second, 10 * time.Second}, prov.gaps())
+		assert.Equal(t, 3, prov.Attempts(), "exactly the policy's attempts")
+		assert.Equal(t, []time.Duration{5 * time.Second, 10 * time.Second}, prov.Gaps())
 		assert.Equal(t, 15*time.Second, time.Since(start))
 		assert.Equal(t, []int{502, 502, 200}, rec.statuses())
-		calls := prov.received()
+		calls := prov.Received()
 		for _, c := range calls {
-			assert.Equal(t, "/v1/chat/completions", c.path)
-			assert.Equal(t, "Bearer "+dummyOpenAIKey, c.header.Get("Authorization"))
-			assert.Equal(t, calls[0].body, c.body, "every attempt carries the whole body")
+			assert.Equal(t, "/v1/chat/completions", c.Path)
+			assert.Equal(t, "Bearer "+dummyOpenAIKey, c.Header.Get("Authorization"))
+			assert.Equal(t, calls[0].Body, c.Body, "every attempt carries the whole body")
 		}
 	})
 }
@@ -78,44 +79,44 @@ func TestGoOpenAIRidesOutOutage(t *testing.T) {
 // knows the request for a stream whatever the body.
 func TestGoOpenAIStream(t *testing.T) {
 	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
-	overloaded := openAIError(503, "The server is overloaded or not ready yet.", "server_error", "", "")
+	overloaded := testkit.OpenAIOverloaded()
 
 	t.Run("succeeds", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(openAIChatStream(parts...))
+			prov := testkit.NewProvider(testkit.OpenAIChatStream(parts...))
 			stream, err := goOpenAIClient(fakeOpenAIURL, retrying(t, prov, llmretry.Policy{})).CreateChatCompletionStream(context.Background(), goOpenAIChat())
 			require.NoError(t, err)
 			text, err := goOpenAIStreamText(stream)
 			require.NoError(t, err)
 			assert.Equal(t, "Hello! How can I help?", text, "every chunk arrived")
-			assert.Equal(t, 1, prov.attempts())
-			assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])), "llmretry sees the request as a stream")
+			assert.Equal(t, 1, prov.Attempts())
+			assert.True(t, llmretry.IsStream(prov.Received()[0].Request(t)), "llmretry sees the request as a stream")
 		})
 	})
 
 	t.Run("503 first is sent once by default", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(overloaded, openAIChatStream(parts...))
+			prov := testkit.NewProvider(overloaded, testkit.OpenAIChatStream(parts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
 			_, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletionStream(context.Background(), goOpenAIChat())
 			var apiErr *goopenai.APIError
 			require.ErrorAs(t, err, &apiErr)
 			assert.Equal(t, 503, apiErr.HTTPStatusCode)
 			assert.Equal(t, "The server is overloaded or not ready yet.", apiErr.Message)
-			assert.Equal(t, 1, prov.attempts(), "the caller got the 503 from the first attempt")
+			assert.Equal(t, 1, prov.Attempts(), "the caller got the 503 from the first attempt")
 		})
 	})
 
 	t.Run("503 first is retried with RetryStreams", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(overloaded, openAIChatStream(parts...))
+			prov := testkit.NewProvider(overloaded, testkit.OpenAIChatStream(parts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 			stream, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletionStream(context.Background(), goOpenAIChat())
 			require.NoError(t, err)
 			text, err := goOpenAIStreamText(stream)
 			require.NoError(t, err)
 			assert.Equal(t, "Hello! How can I help?", text)
-			assert.Equal(t, []time.Duration{2 * time.Second}, prov.gaps())
+			assert.Equal(t, []time.Duration{2 * time.Second}, prov.Gaps())
 		})
 	})
 }
@@ -128,12 +129,12 @@ func TestGoOpenAIStream(t *testing.T) {
 func TestGoOpenAIExhausted(t *testing.T) {
 	tests := []struct {
 		name    string
-		failure reply
+		failure testkit.Reply
 		check   func(t *testing.T, err error)
 	}{
 		{
 			name:    "502 HTML from the edge",
-			failure: badGateway(),
+			failure: testkit.BadGateway(),
 			check: func(t *testing.T, err error) {
 				var reqErr *goopenai.RequestError
 				require.ErrorAs(t, err, &reqErr, "the body is not OpenAI's JSON")
@@ -143,7 +144,7 @@ func TestGoOpenAIExhausted(t *testing.T) {
 		},
 		{
 			name:    "429 rate limit",
-			failure: openAIRateLimited("2"),
+			failure: testkit.OpenAIRateLimited("2"),
 			check: func(t *testing.T, err error) {
 				var apiErr *goopenai.APIError
 				require.ErrorAs(t, err, &apiErr)
@@ -154,7 +155,7 @@ func TestGoOpenAIExhausted(t *testing.T) {
 		},
 		{
 			name:    "connection refused",
-			failure: connRefused(),
+			failure: testkit.Refused(),
 			check: func(t *testing.T, err error) {
 				var urlErr *url.Error
 				require.ErrorAs(t, err, &urlErr, "net/http's error, returned as is")
@@ -169,19 +170,19 @@ func TestGoOpenAIExhausted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(tt.failure)
+				prov := testkit.NewProvider(tt.failure)
 				var rec recorder
 				p := layerPolicy()
 				p.OnAttempt = rec.on
 				_, err := goOpenAIClient(fakeOpenAIURL, retrying(t, prov, p)).CreateChatCompletion(context.Background(), goOpenAIChat())
 				require.Error(t, err)
 				tt.check(t, err)
-				assert.Equal(t, layerK+1, prov.attempts(), "no retries but llmretry's")
+				assert.Equal(t, layerK+1, prov.Attempts(), "no retries but llmretry's")
 				// go-openai's errors keep no *http.Response, so GaveUp has
 				// nothing to read: the last attempt's Stop says why.
 				require.Len(t, rec.attempts, layerK+1)
 				assert.Equal(t, llmretry.ErrRetriesSpent, rec.attempts[layerK].Stop)
-				if tt.failure.err == nil {
+				if tt.failure.Err == nil {
 					assert.False(t, errors.As(err, new(*llmretry.Exhausted)), "a response is never turned into an llmretry error")
 				}
 			})
@@ -193,7 +194,7 @@ func TestGoOpenAIExhausted(t *testing.T) {
 // message and param.
 func TestGoOpenAIBadRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(openAIError(http.StatusBadRequest,
+		prov := testkit.NewProvider(testkit.OpenAIError(http.StatusBadRequest,
 			"Invalid value for 'temperature': expected a decimal between 0 and 2, but got 3.5 instead.",
 			"invalid_request_error", "temperature", "invalid_value"))
 		_, err := goOpenAIClient(fakeOpenAIURL, retrying(t, prov, layerPolicy())).CreateChatCompletion(context.Background(), goOpenAIChat())
@@ -202,6 +203,6 @@ func TestGoOpenAIBadRequest(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, apiErr.HTTPStatusCode)
 		require.NotNil(t, apiErr.Param)
 		assert.Equal(t, "temperature", *apiErr.Param)
-		assert.Equal(t, 1, prov.attempts())
+		assert.Equal(t, 1, prov.Attempts())
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tmc/langchaingo/llms"
@@ -51,9 +52,9 @@ func lcAsk(llm lcGenerate, prompt string, stream bool) (string, string, error) {
 type lcClient struct {
 	name       string
 	llm        func(t *testing.T, rt *llmretry.Transport) lcGenerate
-	answer     reply
-	stream     reply
-	overloaded reply // a retryable error of the provider, as JSON
+	answer     testkit.Reply
+	stream     testkit.Reply
+	overloaded testkit.Reply // a retryable error of the provider, as JSON
 }
 
 // lcClients are langchaingo's OpenAI and Anthropic LLMs.
@@ -63,18 +64,18 @@ func lcClients() []lcClient {
 		{
 			name:       "openai",
 			llm:        func(t *testing.T, rt *llmretry.Transport) lcGenerate { return langchainOpenAI(t, fakeOpenAIURL, rt) },
-			answer:     openAIChatCompletion("Hello! How can I help?"),
-			stream:     openAIChatStream(parts...),
-			overloaded: openAIError(503, "The server is overloaded or not ready yet.", "server_error", "", ""),
+			answer:     testkit.OpenAIChatCompletion("Hello! How can I help?"),
+			stream:     testkit.OpenAIChatStream(parts...),
+			overloaded: testkit.OpenAIOverloaded(),
 		},
 		{
 			name: "anthropic",
 			llm: func(t *testing.T, rt *llmretry.Transport) lcGenerate {
 				return langchainAnthropic(t, fakeAnthropicV1, rt)
 			},
-			answer:     anthropicMessage("Hello! How can I help?"),
-			stream:     anthropicStream(parts...),
-			overloaded: anthropicError(529, "overloaded_error", "Overloaded"),
+			answer:     testkit.AnthropicMessage("Hello! How can I help?"),
+			stream:     testkit.AnthropicStream(parts...),
+			overloaded: testkit.AnthropicOverloaded(),
 		},
 	}
 }
@@ -86,7 +87,7 @@ func TestLangchainRidesOutOutage(t *testing.T) {
 	for _, c := range lcClients() {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(badGateway(), c.overloaded, c.answer)
+				prov := testkit.NewProvider(testkit.BadGateway(), c.overloaded, c.answer)
 				var rec recorder
 				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, OnAttempt: rec.on})
 
@@ -94,13 +95,13 @@ func TestLangchainRidesOutOutage(t *testing.T) {
 				text, _, err := lcAsk(c.llm(t, rt), "Say hello.", false)
 				require.NoError(t, err)
 				assert.Equal(t, "Hello! How can I help?", text)
-				assert.Equal(t, 3, prov.attempts(), "exactly the policy's attempts")
-				assert.Equal(t, []time.Duration{5 * time.Second, 10 * time.Second}, prov.gaps())
+				assert.Equal(t, 3, prov.Attempts(), "exactly the policy's attempts")
+				assert.Equal(t, []time.Duration{5 * time.Second, 10 * time.Second}, prov.Gaps())
 				assert.Equal(t, 15*time.Second, time.Since(start))
-				assert.Equal(t, []int{502, c.overloaded.status, 200}, rec.statuses())
-				calls := prov.received()
+				assert.Equal(t, []int{502, c.overloaded.Status, 200}, rec.statuses())
+				calls := prov.Received()
 				for _, call := range calls {
-					assert.Equal(t, calls[0].body, call.body, "every attempt carries the whole body")
+					assert.Equal(t, calls[0].Body, call.Body, "every attempt carries the whole body")
 				}
 			})
 		})
@@ -116,38 +117,38 @@ func TestLangchainStream(t *testing.T) {
 	for _, c := range lcClients() {
 		t.Run(c.name+"/succeeds", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(c.stream)
+				prov := testkit.NewProvider(c.stream)
 				text, streamed, err := lcAsk(c.llm(t, retrying(t, prov, llmretry.Policy{})), "Say hello.", true)
 				require.NoError(t, err)
 				assert.Equal(t, "Hello! How can I help?", streamed, "every chunk reached the streaming func")
 				assert.Equal(t, "Hello! How can I help?", text)
-				assert.Equal(t, 1, prov.attempts())
+				assert.Equal(t, 1, prov.Attempts())
 			})
 		})
 
 		t.Run(c.name+"/error first, small body: sent once by default", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(c.overloaded, c.stream)
+				prov := testkit.NewProvider(c.overloaded, c.stream)
 				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
 				_, streamed, err := lcAsk(c.llm(t, rt), "Say hello.", true)
 				require.Error(t, err)
 				assert.Empty(t, streamed)
-				assert.Equal(t, 1, prov.attempts(), "the caller got the first attempt's error")
-				assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])))
+				assert.Equal(t, 1, prov.Attempts(), "the caller got the first attempt's error")
+				assert.True(t, llmretry.IsStream(prov.Received()[0].Request(t)))
 			})
 		})
 
 		t.Run(c.name+"/error first, 9 KiB body: sent once by default", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(c.overloaded, c.stream)
+				prov := testkit.NewProvider(c.overloaded, c.stream)
 				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
 				_, streamed, err := lcAsk(c.llm(t, rt), longPrompt(), true)
 				require.Error(t, err)
 				assert.Empty(t, streamed)
-				body := prov.received()[0].body
+				body := prov.Received()[0].Body
 				assert.Greater(t, strings.Index(body, `"stream":true`), 8<<10, "in the middle of a large body")
-				assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])))
-				assert.Equal(t, 1, prov.attempts(), "the caller got the first attempt's error")
+				assert.True(t, llmretry.IsStream(prov.Received()[0].Request(t)))
+				assert.Equal(t, 1, prov.Attempts(), "the caller got the first attempt's error")
 			})
 		})
 	}
@@ -166,16 +167,16 @@ func TestLangchainExhausted(t *testing.T) {
 	tests := []struct {
 		client  string
 		label   string
-		failure reply
+		failure testkit.Reply
 		want    string // the error's text
 		chain   bool   // *llmretry.Exhausted and the cause are reachable
 	}{
-		{client: "openai", label: "502", failure: badGateway(), want: "API returned unexpected status code: 502"},
-		{client: "openai", label: "429", failure: openAIRateLimited("2"), want: "API returned unexpected status code: 429: Rate limit reached for gpt-4o-mini"},
-		{client: "openai", label: "conn refused", failure: connRefused(), want: "network error: failed to reach API server"},
-		{client: "anthropic", label: "502", failure: badGateway(), want: "anthropic: failed to create message: API returned unexpected status code: 502"},
-		{client: "anthropic", label: "529", failure: anthropicError(529, "overloaded_error", "Overloaded"), want: "anthropic: failed to create message: API returned unexpected status code: 529: Overloaded"},
-		{client: "anthropic", label: "conn refused", failure: connRefused(), want: "anthropic: failed to create message: send request: Post \"" + fakeAnthropicV1 + "/messages\": llmretry: gave up after 3 attempts, retries spent", chain: true},
+		{client: "openai", label: "502", failure: testkit.BadGateway(), want: "API returned unexpected status code: 502"},
+		{client: "openai", label: "429", failure: testkit.OpenAIRateLimited("2"), want: "API returned unexpected status code: 429: Rate limit reached for gpt-4o-mini"},
+		{client: "openai", label: "conn refused", failure: testkit.Refused(), want: "network error: failed to reach API server"},
+		{client: "anthropic", label: "502", failure: testkit.BadGateway(), want: "anthropic: failed to create message: API returned unexpected status code: 502"},
+		{client: "anthropic", label: "529", failure: testkit.AnthropicOverloaded(), want: "anthropic: failed to create message: API returned unexpected status code: 529: Overloaded"},
+		{client: "anthropic", label: "conn refused", failure: testkit.Refused(), want: "anthropic: failed to create message: send request: Post \"" + fakeAnthropicV1 + "/messages\": llmretry: gave up after 3 attempts, retries spent", chain: true},
 	}
 	clients := map[string]lcClient{}
 	for _, c := range lcClients() {
@@ -184,18 +185,18 @@ func TestLangchainExhausted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.client+"/"+tt.label, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(tt.failure)
+				prov := testkit.NewProvider(tt.failure)
 				var rec recorder
 				p := layerPolicy()
 				p.OnAttempt = rec.on
 				_, _, err := lcAsk(clients[tt.client].llm(t, retrying(t, prov, p)), "Say hello.", false)
 				require.Error(t, err)
 				assert.True(t, strings.HasPrefix(err.Error(), tt.want), "error %q", err)
-				assert.Equal(t, layerK+1, prov.attempts(), "no retries but llmretry's")
+				assert.Equal(t, layerK+1, prov.Attempts(), "no retries but llmretry's")
 
 				var ex *llmretry.Exhausted
 				assert.Equal(t, tt.chain, errors.As(err, &ex), "*llmretry.Exhausted reachable")
-				if tt.failure.err == nil {
+				if tt.failure.Err == nil {
 					return
 				}
 				assert.Equal(t, tt.chain, errors.Is(err, syscall.ECONNREFUSED), "the cause reachable")

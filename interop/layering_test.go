@@ -16,6 +16,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	goopenai "github.com/sashabaranov/go-openai"
@@ -183,21 +184,21 @@ func TestLayeringTrap(t *testing.T) {
 		name := fmt.Sprintf("%s/%s/%s", r.sdk.name, r.stack, r.failure)
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				failure := map[string]reply{
-					"502":                             badGateway(),
-					"conn refused":                    connRefused(),
-					"429 x-should-retry: true":        anthropicRateLimited("20"),
-					"503 ServiceUnavailableException": bedrockUnavailable(),
-					"429 ThrottlingException":         bedrockThrottled(),
+				failure := map[string]testkit.Reply{
+					"502":                             testkit.BadGateway(),
+					"conn refused":                    testkit.Refused(),
+					"429 x-should-retry: true":        testkit.AnthropicRateLimited("20"),
+					"503 ServiceUnavailableException": testkit.BedrockUnavailable(),
+					"429 ThrottlingException":         testkit.BedrockThrottled(),
 				}[r.failure]
-				prov := newProvider(failure)
+				prov := testkit.NewProvider(failure)
 				start := time.Now()
 				err := r.sdk.call(t, stacks[r.stack](t, prov))
 				elapsed := time.Since(start)
 
 				require.Error(t, err)
-				assert.Equal(t, r.want, prov.attempts(), "provider attempts")
-				table = append(table, fmt.Sprintf("| %s | %s | %s | %d | %v |", r.sdk.name, r.stack, r.failure, prov.attempts(), elapsed.Round(10*time.Millisecond)))
+				assert.Equal(t, r.want, prov.Attempts(), "provider attempts")
+				table = append(table, fmt.Sprintf("| %s | %s | %s | %d | %v |", r.sdk.name, r.stack, r.failure, prov.Attempts(), elapsed.Round(10*time.Millisecond)))
 
 				// What the caller sees.
 				if r.failure == "conn refused" {
@@ -217,7 +218,7 @@ func TestLayeringTrap(t *testing.T) {
 					return
 				}
 				status, header := sdkErrorResponse(t, err)
-				assert.Equal(t, failure.status, status, "the provider's last response, as the SDK's typed error")
+				assert.Equal(t, failure.Status, status, "the provider's last response, as the SDK's typed error")
 				if r.stack == stackLLM && header != nil {
 					assert.Equal(t, "false", header.Get("X-Should-Retry"), "llmretry marked the response it gave up on")
 				}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
@@ -24,7 +25,7 @@ import (
 // answer.
 func TestOpenAIRidesOutOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(badGateway(), openAIRateLimited("20"), openAIChatCompletion("Hello! How can I help?"))
+		prov := testkit.NewProvider(testkit.BadGateway(), testkit.OpenAIRateLimited("20"), testkit.OpenAIChatCompletion("Hello! How can I help?"))
 		var rec recorder
 		rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, OnAttempt: rec.on})
 		client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
@@ -35,20 +36,20 @@ func TestOpenAIRidesOutOutage(t *testing.T) {
 		require.Len(t, got.Choices, 1)
 		assert.Equal(t, "Hello! How can I help?", got.Choices[0].Message.Content)
 
-		assert.Equal(t, 3, prov.attempts(), "exactly the policy's attempts")
-		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second}, prov.gaps())
+		assert.Equal(t, 3, prov.Attempts(), "exactly the policy's attempts")
+		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second}, prov.Gaps())
 		assert.Equal(t, 25*time.Second, time.Since(start))
 		assert.Equal(t, []int{502, 429, 200}, rec.statuses())
 		assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second, 0}, rec.retryIns())
 		// Every attempt is the SDK's first: the SDK itself never retried.
-		assert.Equal(t, []string{"0", "0", "0"}, prov.headerValues("X-Stainless-Retry-Count"))
-		calls := prov.received()
+		assert.Equal(t, []string{"0", "0", "0"}, prov.HeaderValues("X-Stainless-Retry-Count"))
+		calls := prov.Received()
 		for _, c := range calls {
-			assert.Equal(t, "/v1/chat/completions", c.path)
-			assert.Equal(t, "Bearer "+dummyOpenAIKey, c.header.Get("Authorization"))
-			assert.Equal(t, calls[0].body, c.body, "every attempt carries the whole body")
+			assert.Equal(t, "/v1/chat/completions", c.Path)
+			assert.Equal(t, "Bearer "+dummyOpenAIKey, c.Header.Get("Authorization"))
+			assert.Equal(t, calls[0].Body, c.Body, "every attempt carries the whole body")
 		}
-		assert.Contains(t, calls[0].body, `"model":"gpt-4o-mini"`)
+		assert.Contains(t, calls[0].Body, `"model":"gpt-4o-mini"`)
 	})
 }
 
@@ -71,39 +72,39 @@ func TestOpenAIStream(t *testing.T) {
 	}
 
 	t.Run("succeeds over the wire", func(t *testing.T) {
-		prov := newProvider(openAIChatStream(parts...))
+		prov := testkit.NewProvider(testkit.OpenAIChatStream(parts...))
 		srv := httptest.NewServer(prov)
 		defer srv.Close()
 		rt := retrying(t, srv.Client().Transport, llmretry.Policy{})
 		text, err := collect(t, openAIClient(srv.URL+"/v1/", rt))
 		require.NoError(t, err)
 		assert.Equal(t, "Hello! How can I help?", text, "every chunk arrived")
-		assert.Equal(t, 1, prov.attempts())
-		assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])), "llmretry sees the request as a stream")
+		assert.Equal(t, 1, prov.Attempts())
+		assert.True(t, llmretry.IsStream(prov.Received()[0].Request(t)), "llmretry sees the request as a stream")
 	})
 
 	t.Run("503 first is not retried by default", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(openAIError(503, "The server is overloaded or not ready yet.", "server_error", "", ""), openAIChatStream(parts...))
+			prov := testkit.NewProvider(testkit.OpenAIOverloaded(), testkit.OpenAIChatStream(parts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
 			_, err := collect(t, openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 			var apiErr *openai.Error
 			require.ErrorAs(t, err, &apiErr)
 			assert.Equal(t, 503, apiErr.StatusCode)
 			assert.Equal(t, "The server is overloaded or not ready yet.", apiErr.Message)
-			assert.Equal(t, 1, prov.attempts(), "the SDK got the 503 from the first attempt")
+			assert.Equal(t, 1, prov.Attempts(), "the SDK got the 503 from the first attempt")
 		})
 	})
 
 	t.Run("503 first is retried with RetryStreams", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(openAIError(503, "The server is overloaded or not ready yet.", "server_error", "", ""), openAIChatStream(parts...))
+			prov := testkit.NewProvider(testkit.OpenAIOverloaded(), testkit.OpenAIChatStream(parts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 			text, err := collect(t, openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 			require.NoError(t, err)
 			assert.Equal(t, "Hello! How can I help?", text)
-			assert.Equal(t, 2, prov.attempts())
-			assert.Equal(t, []time.Duration{2 * time.Second}, prov.gaps())
+			assert.Equal(t, 2, prov.Attempts())
+			assert.Equal(t, []time.Duration{2 * time.Second}, prov.Gaps())
 		})
 	})
 }
@@ -111,7 +112,7 @@ func TestOpenAIStream(t *testing.T) {
 // A 400 is final for both layers: one attempt, even with the SDK's own
 // retries left on, and the caller gets *openai.Error with OpenAI's message.
 func TestOpenAIBadRequest(t *testing.T) {
-	prov := newProvider(openAIError(400,
+	prov := testkit.NewProvider(testkit.OpenAIError(400,
 		"Invalid value for 'temperature': expected a decimal between 0 and 2, but got 3.5 instead.",
 		"invalid_request_error", "temperature", "invalid_value"))
 	srv := httptest.NewServer(prov)
@@ -128,16 +129,7 @@ func TestOpenAIBadRequest(t *testing.T) {
 	assert.Equal(t, "temperature", apiErr.Param)
 	assert.Equal(t, "invalid_value", apiErr.Code)
 	assert.False(t, errors.As(err, new(*llmretry.Exhausted)), "a response is never turned into an llmretry error")
-	assert.Equal(t, 1, prov.attempts())
-}
-
-// streamRequest rebuilds the request a call recorded, for IsStream.
-func streamRequest(t *testing.T, c call) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(c.method, "https://provider.test"+c.path+"?"+c.query, strings.NewReader(c.body))
-	require.NoError(t, err)
-	req.Header = c.header
-	return req
+	assert.Equal(t, 1, prov.Attempts())
 }
 
 // The zero Policy under a common 30-s deadline — an http.Client's Timeout,
@@ -169,15 +161,15 @@ func TestOpenAIZeroPolicyUnderShortDeadline(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(badGateway(), badGateway(), openAIChatCompletion("Hello!"))
+				prov := testkit.NewProvider(testkit.BadGateway(), testkit.BadGateway(), testkit.OpenAIChatCompletion("Hello!"))
 				var rec recorder
 				start := time.Now()
 				got, err := tt.call(retrying(t, prov, llmretry.Policy{OnAttempt: rec.on}))
 				require.NoError(t, err)
 				assert.Equal(t, "Hello!", got.Choices[0].Message.Content)
-				assert.Equal(t, 3, prov.attempts())
+				assert.Equal(t, 3, prov.Attempts())
 				assert.Equal(t, []int{502, 502, 200}, rec.statuses())
-				gaps := prov.gaps()
+				gaps := prov.Gaps()
 				require.Len(t, gaps, 2)
 				assert.LessOrEqual(t, gaps[0], time.Second, "full jitter up to 1 s")
 				assert.LessOrEqual(t, gaps[1], 2*time.Second, "then up to 2 s")
@@ -193,7 +185,7 @@ func TestOpenAIZeroPolicyUnderShortDeadline(t *testing.T) {
 	// no room for a wait, and the first 502 comes back with its record.
 	t.Run("explicit 60-s Reserve", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(badGateway(), badGateway(), openAIChatCompletion("Hello!"))
+			prov := testkit.NewProvider(testkit.BadGateway(), testkit.BadGateway(), testkit.OpenAIChatCompletion("Hello!"))
 			rt := retrying(t, prov, llmretry.Policy{Reserve: time.Minute})
 			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0),
 				oaoption.WithHTTPClient(&http.Client{Transport: rt, Timeout: 30 * time.Second}))
@@ -205,7 +197,7 @@ func TestOpenAIZeroPolicyUnderShortDeadline(t *testing.T) {
 			require.NotNil(t, gave)
 			assert.Equal(t, llmretry.ErrNoTimeLeft, gave.Reason)
 			assert.Equal(t, 1, gave.Attempts)
-			assert.Equal(t, 1, prov.attempts())
+			assert.Equal(t, 1, prov.Attempts())
 		})
 	})
 }

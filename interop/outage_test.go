@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/llmretry/llmretry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -78,7 +77,7 @@ func TestOutageTable(t *testing.T) {
 	t.Run("400 costs llmretry one attempt", func(t *testing.T) {
 		for _, client := range llmretryClients {
 			forEach(client, func(c outageCell) {
-				if c.fault.reply.status != 400 {
+				if c.fault.reply.Status != 400 {
 					return
 				}
 				for _, r := range c.runs {
@@ -105,7 +104,7 @@ func TestOutageTable(t *testing.T) {
 
 	t.Run("llmretry sends at most 8 attempts and never waits into the reserve", func(t *testing.T) {
 		reserves := map[string]time.Duration{
-			"llmretry zero Policy": llmretry.DefaultReserve,
+			"llmretry zero Policy": zeroPolicyReserve,
 			"llmretry host policy": hostPolicy().Reserve,
 		}
 		for _, client := range llmretryClients {

@@ -18,6 +18,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 )
 
 // genTime is how long a healthy provider takes to generate an answer: the
@@ -32,7 +33,7 @@ const genTime = 2 * time.Second
 type timeline struct {
 	start     time.Time
 	recovery  time.Duration
-	fault     reply
+	fault     testkit.Reply
 	faultTime time.Duration // how long the fault takes to come back (0: at once)
 
 	mu       sync.Mutex
@@ -41,12 +42,12 @@ type timeline struct {
 }
 
 // newTimeline starts the timeline now.
-func newTimeline(fault reply, recovery time.Duration) *timeline {
+func newTimeline(fault testkit.Reply, recovery time.Duration) *timeline {
 	return &timeline{start: time.Now(), recovery: recovery, fault: fault}
 }
 
 // outageAnswer is the provider's answer once it has recovered.
-var outageAnswer = openAIChatCompletion("Back again: here is your answer.")
+var outageAnswer = testkit.OpenAIChatCompletion("Back again: here is your answer.")
 
 // RoundTrip answers req as the timeline says at the time it arrives. A
 // connection error counts as an attempt: the request was sent.
@@ -78,10 +79,10 @@ func (tl *timeline) RoundTrip(req *http.Request) (*http.Response, error) {
 		tl.faultsAt = append(tl.faultsAt, time.Since(tl.start))
 		tl.mu.Unlock()
 	}
-	if rep.err != nil {
-		return nil, rep.err
+	if rep.Err != nil {
+		return nil, rep.Err
 	}
-	return rep.response(req), nil
+	return rep.Response(req), nil
 }
 
 // attempts returns when each attempt reached the provider, since start.
@@ -103,19 +104,19 @@ func (tl *timeline) faults() []time.Duration {
 // outageFault is one kind of outage: what the provider answers while down.
 type outageFault struct {
 	name       string
-	reply      reply
+	reply      testkit.Reply
 	retryAfter time.Duration // the Retry-After the fault carries (0: none)
 	hopeless   bool          // waiting does not help: one attempt is right
 }
 
 // outageFaults are the table's rows.
 var outageFaults = []outageFault{
-	{name: "502 Bad Gateway (edge page, upstream down)", reply: badGateway()},
-	{name: "connection refused", reply: connRefused()},
-	{name: "429 rate limited, Retry-After: 20", reply: openAIRateLimited("20"), retryAfter: 20 * time.Second},
-	{name: "529 overloaded (Anthropic)", reply: anthropicError(529, "overloaded_error", "Overloaded")},
-	{name: "429 insufficient_quota (OpenAI)", reply: openAIInsufficientQuota(), hopeless: true},
-	{name: "400 invalid request", reply: openAIError(http.StatusBadRequest,
+	{name: "502 Bad Gateway (edge page, upstream down)", reply: testkit.BadGateway()},
+	{name: "connection refused", reply: testkit.Refused()},
+	{name: "429 rate limited, Retry-After: 20", reply: testkit.OpenAIRateLimited("20"), retryAfter: 20 * time.Second},
+	{name: "529 overloaded (Anthropic)", reply: testkit.AnthropicOverloaded()},
+	{name: "429 insufficient_quota (OpenAI)", reply: testkit.OpenAIInsufficientQuota(), hopeless: true},
+	{name: "400 invalid request", reply: testkit.OpenAIError(http.StatusBadRequest,
 		"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
 		"invalid_request_error", "messages", "empty_array"), hopeless: true},
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	oaoption "github.com/openai/openai-go/v3/option"
 )
 
@@ -37,8 +38,8 @@ var benchBody = []byte(`{"messages":[{"content":"Say hello.","role":"user"}],"mo
 
 // benchOK and benchBad are the provider's answers.
 var (
-	benchOK  = openAIChatCompletion("Hello! How can I help?")
-	benchBad = badGateway()
+	benchOK  = testkit.OpenAIChatCompletion("Hello! How can I help?")
+	benchBad = testkit.BadGateway()
 )
 
 // benchBase is an in-memory provider. It reads each request body as a
@@ -63,11 +64,11 @@ func (b *benchBase) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return &http.Response{
-		StatusCode:    rep.status,
-		Status:        http.StatusText(rep.status),
-		Header:        rep.header, // shared: nobody writes to it
-		Body:          io.NopCloser(strings.NewReader(rep.body)),
-		ContentLength: int64(len(rep.body)),
+		StatusCode:    rep.Status,
+		Status:        http.StatusText(rep.Status),
+		Header:        rep.Header, // shared: nobody writes to it
+		Body:          io.NopCloser(strings.NewReader(rep.Body)),
+		ContentLength: int64(len(rep.Body)),
 		Request:       req,
 	}, nil
 }

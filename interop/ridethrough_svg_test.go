@@ -282,7 +282,7 @@ func ridePictureOf(cells map[string]map[time.Duration]map[string]outageCell, cro
 		outage:   outage,
 		deadline: turnDeadline,
 	}
-	if fault.reply.status != http.StatusBadGateway {
+	if fault.reply.Status != http.StatusBadGateway {
 		return p, fmt.Errorf("the table's first fault is %s, not a 502", fault.name)
 	}
 	byLength, ok := cells[fault.name]
@@ -309,7 +309,7 @@ func ridePictureOf(cells map[string]map[time.Duration]map[string]outageCell, cro
 		return p, fmt.Errorf("no crowd run (%s) %s", rideCrowdScenario, rideCrowdClient)
 	}
 	cr := crowds[i]
-	if cr.scenario.recovery != outage || cr.scenario.fault.status != http.StatusBadGateway {
+	if cr.scenario.recovery != outage || cr.scenario.fault.Status != http.StatusBadGateway {
 		return p, fmt.Errorf("crowd (%s) is %s, not a 502 for %s", cr.scenario.id, cr.scenario.name, fmtDur(outage))
 	}
 	p.caption = "Simulated in testing/synctest (exact times) by interop's TestOutageTable; " +

@@ -14,6 +14,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
@@ -24,13 +25,14 @@ import (
 // provoked through openai-go and anthropic-sdk-go (their own retries off,
 // as the recipes say):
 //
+//   - llmretry.GaveUp on the SDK's own error gives the record (Reason,
+//     Attempts) in every case: one way to ask, whatever went wrong;
 //   - for a failure response the Transport returned, the SDK reads its
-//     body and keeps the *http.Response in its *Error; llmretry.GaveUp on
-//     that Response gives the record: Reason, Attempts, and the Response
-//     itself;
+//     body and keeps the *http.Response in its *Error; the record travels
+//     with that Response (GaveUp on it gives the same record);
 //   - for a failed connection (no response), the SDK wraps net/http's
 //     *url.Error, which wraps *llmretry.Exhausted: errors.Is(err, reason)
-//     holds on the SDK's own error.
+//     holds on the SDK's own error too.
 //
 // The last attempt's Attempt.Stop is the same reason; the earlier ones have
 // none.
@@ -40,31 +42,31 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 	// retry: attempts at 0 and 20 s, and the next would end at 40 s, past
 	// 60 s − 30 s.
 	tight := llmretry.Policy{Waits: []time.Duration{20 * time.Second}, Reserve: 30 * time.Second}
-	refusedCert := reply{err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}
-	overloadedNoRetry := anthropicError(529, "overloaded_error", "Overloaded").with("X-Should-Retry", "false")
-	openAIBusyNoRetry := openAIError(500, "The server had an error while processing your request.", "server_error", "", "").with("X-Should-Retry", "false")
-	openAIBad := openAIError(400, "Invalid value for 'temperature': expected a decimal between 0 and 2, but got 3.5 instead.", "invalid_request_error", "temperature", "invalid_value")
-	anthropicBad := anthropicError(400, "invalid_request_error", "max_tokens: 1000000 > 64000")
+	refusedCert := testkit.Reply{Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}
+	overloadedNoRetry := testkit.AnthropicOverloaded().With("X-Should-Retry", "false")
+	openAIBusyNoRetry := testkit.OpenAIError(500, "The server had an error while processing your request.", "server_error", "", "").With("X-Should-Retry", "false")
+	openAIBad := testkit.OpenAIError(400, "Invalid value for 'temperature': expected a decimal between 0 and 2, but got 3.5 instead.", "invalid_request_error", "temperature", "invalid_value")
+	anthropicBad := testkit.AnthropicError(400, "invalid_request_error", "max_tokens: 1000000 > 64000")
 
 	tests := []struct {
 		name      string
 		policy    llmretry.Policy
 		deadline  time.Duration // of the caller's context; 0 for none
-		openai    reply         // what the OpenAI provider keeps answering
-		anthropic reply         // what the Anthropic provider keeps answering
+		openai    testkit.Reply // what the OpenAI provider keeps answering
+		anthropic testkit.Reply // what the Anthropic provider keeps answering
 		reason    error
 		attempts  int
 		elapsed   time.Duration
 	}{
-		{"retries spent", spent, 0, badGateway(), badGateway(), llmretry.ErrRetriesSpent, 3, 2 * time.Second},
-		{"no time left", tight, time.Minute, badGateway(), anthropicError(529, "overloaded_error", "Overloaded"), llmretry.ErrNoTimeLeft, 2, 20 * time.Second},
-		{"wait too long", spent, 0, openAIRateLimited("600"), anthropicRateLimited("600"), llmretry.ErrWaitTooLong, 1, 0},
-		{"provider refused: spent quota", spent, 0, openAIInsufficientQuota(), anthropicSpendLimit(), llmretry.ErrProviderRefused, 1, 0},
+		{"retries spent", spent, 0, testkit.BadGateway(), testkit.BadGateway(), llmretry.ErrRetriesSpent, 3, 2 * time.Second},
+		{"no time left", tight, time.Minute, testkit.BadGateway(), testkit.AnthropicOverloaded(), llmretry.ErrNoTimeLeft, 2, 20 * time.Second},
+		{"wait too long", spent, 0, testkit.OpenAIRateLimited("600"), testkit.AnthropicRateLimited("600"), llmretry.ErrWaitTooLong, 1, 0},
+		{"provider refused: spent quota", spent, 0, testkit.OpenAIInsufficientQuota(), testkit.AnthropicSpendLimit(), llmretry.ErrProviderRefused, 1, 0},
 		{"provider refused: x-should-retry false", spent, 0, openAIBusyNoRetry, overloadedNoRetry, llmretry.ErrProviderRefused, 1, 0},
 		{"not retryable: 400", spent, 0, openAIBad, anthropicBad, llmretry.ErrNotRetryable, 1, 0},
 		// No response: the reason is on the SDK's error chain.
-		{"connection refused, retries spent", spent, 0, connRefused(), connRefused(), llmretry.ErrRetriesSpent, 3, 2 * time.Second},
-		{"connection refused, no time left", tight, time.Minute, connRefused(), connRefused(), llmretry.ErrNoTimeLeft, 2, 20 * time.Second},
+		{"connection refused, retries spent", spent, 0, testkit.Refused(), testkit.Refused(), llmretry.ErrRetriesSpent, 3, 2 * time.Second},
+		{"connection refused, no time left", tight, time.Minute, testkit.Refused(), testkit.Refused(), llmretry.ErrNoTimeLeft, 2, 20 * time.Second},
 		{"certificate refused", spent, 0, refusedCert, refusedCert, llmretry.ErrNotRetryable, 1, 0},
 	}
 
@@ -74,7 +76,7 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 		// inside the SDK's *Error (nil if none) and the SDK's error.
 		call func(ctx context.Context, rt http.RoundTripper) (*http.Response, error)
 		// failure picks the provider's reply for the SDK.
-		failure func(openai, anthropic reply) reply
+		failure func(openai, anthropic testkit.Reply) testkit.Reply
 	}{
 		{
 			name: "openai-go",
@@ -87,7 +89,7 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 				}
 				return nil, err
 			},
-			failure: func(o, _ reply) reply { return o },
+			failure: func(o, _ testkit.Reply) testkit.Reply { return o },
 		},
 		{
 			name: "anthropic-sdk-go",
@@ -100,7 +102,7 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 				}
 				return nil, err
 			},
-			failure: func(_, a reply) reply { return a },
+			failure: func(_, a testkit.Reply) testkit.Reply { return a },
 		},
 	}
 
@@ -109,7 +111,7 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 			t.Run(sdk.name+"/"+tt.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					failure := sdk.failure(tt.openai, tt.anthropic)
-					prov := newProvider(failure)
+					prov := testkit.NewProvider(failure)
 					var rec recorder
 					p := tt.policy
 					p.OnAttempt = rec.on
@@ -122,10 +124,14 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 					start := time.Now()
 					resp, err := sdk.call(ctx, retrying(t, prov, p))
 					require.Error(t, err)
-					assert.Equal(t, tt.attempts, prov.attempts(), "attempts that reached the provider")
+					assert.Equal(t, tt.attempts, prov.Attempts(), "attempts that reached the provider")
 					assert.Equal(t, tt.elapsed, time.Since(start))
+					why := llmretry.GaveUp(err)
+					require.NotNil(t, why, "GaveUp reads the record off the SDK's error: %v", err)
+					assert.Equal(t, tt.reason, why.Reason)
+					assert.Equal(t, tt.attempts, why.Attempts)
 
-					if failure.err == nil {
+					if failure.Err == nil {
 						// A response: the SDK's *Error keeps it, and the
 						// record travels with it.
 						require.NotNil(t, resp, "the SDK's *Error holds the response: %v", err)
@@ -134,8 +140,9 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 						assert.Equal(t, tt.reason, gave.Reason)
 						assert.Equal(t, tt.attempts, gave.Attempts)
 						require.NotNil(t, gave.Response)
-						assert.Equal(t, failure.status, gave.Response.StatusCode)
+						assert.Equal(t, failure.Status, gave.Response.StatusCode)
 						assert.Same(t, resp, gave.Response, "the record names the very response the SDK kept")
+						assert.Same(t, gave, why, "the same record from the error and from its response")
 						assert.NoError(t, gave.Err)
 						assert.False(t, errors.As(err, new(*llmretry.Exhausted)), "a response is never turned into an llmretry error")
 						assert.NotErrorIs(t, err, tt.reason, "the reason is read with GaveUp, not found on the SDK's error")
@@ -148,8 +155,8 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 						require.ErrorAs(t, err, &ex)
 						assert.Equal(t, tt.reason, ex.Reason)
 						assert.Equal(t, tt.attempts, ex.Attempts)
-						assert.ErrorIs(t, err, failure.err, "and the cause")
-						if errors.Is(failure.err, syscall.ECONNREFUSED) {
+						assert.ErrorIs(t, err, failure.Err, "and the cause")
+						if errors.Is(failure.Err, syscall.ECONNREFUSED) {
 							assert.Contains(t, err.Error(), "llmretry: gave up after")
 						}
 					}
@@ -176,7 +183,7 @@ func TestGaveUpWithSDKRetriesOn(t *testing.T) {
 	policy := llmretry.Policy{Waits: []time.Duration{time.Second, time.Second}, MaxRetries: 2}
 	t.Run("openai-go", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(badGateway())
+			prov := testkit.NewProvider(testkit.BadGateway())
 			client := openAIClient(fakeOpenAIURL, retrying(t, prov, policy))
 			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
 			var apiErr *openai.Error
@@ -185,12 +192,12 @@ func TestGaveUpWithSDKRetriesOn(t *testing.T) {
 			require.NotNil(t, gave)
 			assert.Equal(t, llmretry.ErrRetriesSpent, gave.Reason)
 			assert.Equal(t, 3, gave.Attempts)
-			assert.Equal(t, 3, prov.attempts(), "the SDK did not resend it")
+			assert.Equal(t, 3, prov.Attempts(), "the SDK did not resend it")
 		})
 	})
 	t.Run("anthropic-sdk-go", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(anthropicError(529, "overloaded_error", "Overloaded"))
+			prov := testkit.NewProvider(testkit.AnthropicOverloaded())
 			client := anthropicClient(fakeAnthropicURL, retrying(t, prov, policy))
 			_, err := client.Messages.New(context.Background(), anthropicParams())
 			var apiErr *anthropic.Error
@@ -199,7 +206,7 @@ func TestGaveUpWithSDKRetriesOn(t *testing.T) {
 			require.NotNil(t, gave)
 			assert.Equal(t, llmretry.ErrRetriesSpent, gave.Reason)
 			assert.Equal(t, 3, gave.Attempts)
-			assert.Equal(t, 3, prov.attempts(), "the SDK did not resend it")
+			assert.Equal(t, 3, prov.Attempts(), "the SDK did not resend it")
 		})
 	})
 }

@@ -2,9 +2,7 @@ package interop
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -35,31 +34,21 @@ var streamParts = []string{"Hel", "lo", "! How", " can I", " help?"}
 
 const streamText = "Hello! How can I help?"
 
-// anthropicErrorEvent is Anthropic's SSE error event of type typ.
-func anthropicErrorEvent(typ, message string) string {
-	return "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":" + quote(typ) + ",\"message\":" + quote(message) +
-		"},\"request_id\":\"req_011CSHpZ8hP3aT6jB2mW9xQe\"}\n\n"
-}
-
 // anthropicBrokenStream is a 200 stream that sends the first n events of a
 // good stream (message_start, content_block_start, ping, then the deltas)
 // and then errEvent.
-func anthropicBrokenStream(n int, errEvent string) reply {
-	r := anthropicStream(streamParts...)
-	r.events = append(append([]string(nil), r.events[:n]...), errEvent)
+func anthropicBrokenStream(n int, errEvent string) testkit.Reply {
+	r := testkit.AnthropicStream(streamParts...)
+	r.Events = append(append([]string(nil), r.Events[:n]...), errEvent)
 	return r
 }
-
-// openAIErrorChunk is the error OpenAI's chat completions stream sends
-// after a 200, with no event line.
-const openAIErrorChunk = `data: {"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}` + "\n\n"
 
 // openAIBrokenStream is a 200 chat stream that sends the first n chunks of
 // a good stream (the role chunk, then one chunk per part) and then the
 // error chunk and [DONE].
-func openAIBrokenStream(n int) reply {
-	r := openAIChatStream(streamParts...)
-	r.events = append(append([]string(nil), r.events[:n]...), openAIErrorChunk, "data: [DONE]\n\n")
+func openAIBrokenStream(n int) testkit.Reply {
+	r := testkit.OpenAIChatStream(streamParts...)
+	r.Events = append(append([]string(nil), r.Events[:n]...), testkit.OpenAIErrorChunk, "data: [DONE]\n\n")
 	return r
 }
 
@@ -108,11 +97,11 @@ func TestAnthropicStreamErrorFirstRetried(t *testing.T) {
 		preamble int // events of the good stream sent before the error
 		event    string
 	}{
-		{"overloaded_error first", 0, anthropicErrorEvent("overloaded_error", "Overloaded")},
-		{"message_start then overloaded_error", 1, anthropicErrorEvent("overloaded_error", "Overloaded")},
-		{"whole preamble and ping then overloaded_error", 3, anthropicErrorEvent("overloaded_error", "Overloaded")},
-		{"api_error after message_start", 1, anthropicErrorEvent("api_error", "Internal server error")},
-		{"rate_limit_error after message_start", 1, anthropicErrorEvent("rate_limit_error", "Rate limited")},
+		{"overloaded_error first", 0, testkit.AnthropicErrorEvent("overloaded_error", "Overloaded")},
+		{"message_start then overloaded_error", 1, testkit.AnthropicErrorEvent("overloaded_error", "Overloaded")},
+		{"whole preamble and ping then overloaded_error", 3, testkit.AnthropicErrorEvent("overloaded_error", "Overloaded")},
+		{"api_error after message_start", 1, testkit.AnthropicErrorEvent("api_error", "Internal server error")},
+		{"rate_limit_error after message_start", 1, testkit.AnthropicErrorEvent("rate_limit_error", "Rate limited")},
 	} {
 		for _, sdkRetries := range []bool{false, true} {
 			name := tt.name + "/SDK retries off"
@@ -121,7 +110,7 @@ func TestAnthropicStreamErrorFirstRetried(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					prov := newProvider(anthropicBrokenStream(tt.preamble, tt.event), anthropicStream(streamParts...))
+					prov := testkit.NewProvider(anthropicBrokenStream(tt.preamble, tt.event), testkit.AnthropicStream(streamParts...))
 					var rec recorder
 					rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true, OnAttempt: rec.on})
 					var opts []antoption.RequestOption
@@ -131,8 +120,8 @@ func TestAnthropicStreamErrorFirstRetried(t *testing.T) {
 					text, err := anthropicStreamText(t, anthropicClient(fakeAnthropicURL, rt, opts...))
 					require.NoError(t, err, "the SDK never saw the error event")
 					assert.Equal(t, streamText, text, "the whole text, once")
-					assert.Equal(t, 2, prov.attempts())
-					assert.Equal(t, []time.Duration{2 * time.Second}, prov.gaps())
+					assert.Equal(t, 2, prov.Attempts())
+					assert.Equal(t, []time.Duration{2 * time.Second}, prov.Gaps())
 					assert.Equal(t, []time.Duration{2 * time.Second, 0}, rec.retryIns())
 				})
 			})
@@ -142,28 +131,28 @@ func TestAnthropicStreamErrorFirstRetried(t *testing.T) {
 	// Over a real loopback connection, each event flushed on its own: the
 	// SDK reads exactly the good attempt's bytes.
 	t.Run("over the wire", func(t *testing.T) {
-		prov := newProvider(anthropicBrokenStream(1, anthropicErrorEvent("overloaded_error", "Overloaded")), anthropicStream(streamParts...))
+		prov := testkit.NewProvider(anthropicBrokenStream(1, testkit.AnthropicErrorEvent("overloaded_error", "Overloaded")), testkit.AnthropicStream(streamParts...))
 		srv := httptest.NewServer(prov)
 		defer srv.Close()
 		rt := retrying(t, srv.Client().Transport, llmretry.Policy{Waits: []time.Duration{0}, RetryStreams: true})
 		text, err := anthropicStreamText(t, anthropicClient(srv.URL+"/", rt, antoption.WithMaxRetries(0)))
 		require.NoError(t, err)
 		assert.Equal(t, streamText, text)
-		assert.Equal(t, 2, prov.attempts())
+		assert.Equal(t, 2, prov.Attempts())
 	})
 
 	// Without RetryStreams the stream is handed over as it came: the SDK
 	// reports the error event.
 	t.Run("without RetryStreams the SDK reports it", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(anthropicBrokenStream(1, anthropicErrorEvent("overloaded_error", "Overloaded")), anthropicStream(streamParts...))
+			prov := testkit.NewProvider(anthropicBrokenStream(1, testkit.AnthropicErrorEvent("overloaded_error", "Overloaded")), testkit.AnthropicStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
 			text, err := anthropicStreamText(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
 			var apiErr *anthropic.Error
 			require.ErrorAs(t, err, &apiErr)
 			assert.EqualValues(t, "overloaded_error", apiErr.Type())
 			assert.Empty(t, text)
-			assert.Equal(t, 1, prov.attempts())
+			assert.Equal(t, 1, prov.Attempts())
 		})
 	})
 }
@@ -174,14 +163,14 @@ func TestAnthropicStreamErrorFirstRetried(t *testing.T) {
 // with the SDK's retries on).
 func TestAnthropicStreamErrorAfterContentNotRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		prov := newProvider(anthropicBrokenStream(4, anthropicErrorEvent("overloaded_error", "Overloaded")), anthropicStream(streamParts...))
+		prov := testkit.NewProvider(anthropicBrokenStream(4, testkit.AnthropicErrorEvent("overloaded_error", "Overloaded")), testkit.AnthropicStream(streamParts...))
 		rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 		text, err := anthropicStreamText(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
 		var apiErr *anthropic.Error
 		require.ErrorAs(t, err, &apiErr)
 		assert.EqualValues(t, "overloaded_error", apiErr.Type())
 		assert.Equal(t, "Hel", text)
-		assert.Equal(t, 1, prov.attempts())
+		assert.Equal(t, 1, prov.Attempts())
 	})
 }
 
@@ -193,7 +182,7 @@ func TestOpenAIStreamErrorFirst(t *testing.T) {
 	t.Run("error first is retried", func(t *testing.T) {
 		for _, sdkRetries := range []bool{false, true} {
 			synctest.Test(t, func(t *testing.T) {
-				prov := newProvider(openAIBrokenStream(0), openAIChatStream(streamParts...))
+				prov := testkit.NewProvider(openAIBrokenStream(0), testkit.OpenAIChatStream(streamParts...))
 				rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 				var opts []oaoption.RequestOption
 				if !sdkRetries {
@@ -202,34 +191,34 @@ func TestOpenAIStreamErrorFirst(t *testing.T) {
 				text, err := openAIStreamText(openAIClient(fakeOpenAIURL, rt, opts...))
 				require.NoError(t, err, "SDK retries %v", sdkRetries)
 				assert.Equal(t, streamText, text)
-				assert.Equal(t, 2, prov.attempts())
-				assert.Equal(t, []time.Duration{2 * time.Second}, prov.gaps())
+				assert.Equal(t, 2, prov.Attempts())
+				assert.Equal(t, []time.Duration{2 * time.Second}, prov.Gaps())
 			})
 		}
 	})
 
 	t.Run("error first over the wire", func(t *testing.T) {
-		prov := newProvider(openAIBrokenStream(0), openAIChatStream(streamParts...))
+		prov := testkit.NewProvider(openAIBrokenStream(0), testkit.OpenAIChatStream(streamParts...))
 		srv := httptest.NewServer(prov)
 		defer srv.Close()
 		rt := retrying(t, srv.Client().Transport, llmretry.Policy{Waits: []time.Duration{0}, RetryStreams: true})
 		text, err := openAIStreamText(openAIClient(srv.URL+"/v1/", rt, oaoption.WithMaxRetries(0)))
 		require.NoError(t, err)
 		assert.Equal(t, streamText, text)
-		assert.Equal(t, 2, prov.attempts())
+		assert.Equal(t, 2, prov.Attempts())
 	})
 
 	t.Run("error after content is not retried", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// The role chunk, "Hel", then the error.
-			prov := newProvider(openAIBrokenStream(2), openAIChatStream(streamParts...))
+			prov := testkit.NewProvider(openAIBrokenStream(2), testkit.OpenAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 			text, err := openAIStreamText(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 			var streamErr *ssestream.StreamError
 			require.ErrorAs(t, err, &streamErr)
 			assert.Contains(t, streamErr.Message, "server_error")
 			assert.Equal(t, "Hel", text, "what came before the error stays delivered")
-			assert.Equal(t, 1, prov.attempts())
+			assert.Equal(t, 1, prov.Attempts())
 		})
 	})
 
@@ -239,23 +228,23 @@ func TestOpenAIStreamErrorFirst(t *testing.T) {
 	// after it is retried like one that comes first.
 	t.Run("error after the role chunk is retried", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(openAIBrokenStream(1), openAIChatStream(streamParts...))
+			prov := testkit.NewProvider(openAIBrokenStream(1), testkit.OpenAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 			text, err := openAIStreamText(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 			require.NoError(t, err)
 			assert.Equal(t, streamText, text)
-			assert.Equal(t, 2, prov.attempts())
+			assert.Equal(t, 2, prov.Attempts())
 		})
 	})
 
 	t.Run("without RetryStreams the SDK reports it", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(openAIBrokenStream(0), openAIChatStream(streamParts...))
+			prov := testkit.NewProvider(openAIBrokenStream(0), testkit.OpenAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
 			_, err := openAIStreamText(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 			var streamErr *ssestream.StreamError
 			require.ErrorAs(t, err, &streamErr)
-			assert.Equal(t, 1, prov.attempts())
+			assert.Equal(t, 1, prov.Attempts())
 		})
 	})
 }
@@ -266,7 +255,7 @@ func TestOpenAIStreamErrorFirst(t *testing.T) {
 func TestGoOpenAIStreamErrorFirst(t *testing.T) {
 	for _, retry := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(openAIBrokenStream(0), openAIChatStream(streamParts...))
+			prov := testkit.NewProvider(openAIBrokenStream(0), testkit.OpenAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: retry})
 			stream, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletionStream(context.Background(), goOpenAIChat())
 			require.NoError(t, err, "a 200")
@@ -274,13 +263,13 @@ func TestGoOpenAIStreamErrorFirst(t *testing.T) {
 			if retry {
 				require.NoError(t, err)
 				assert.Equal(t, streamText, text)
-				assert.Equal(t, 2, prov.attempts())
+				assert.Equal(t, 2, prov.Attempts())
 				return
 			}
 			var apiErr *goopenai.APIError
 			require.ErrorAs(t, err, &apiErr)
 			assert.Equal(t, "server_error", apiErr.Type)
-			assert.Equal(t, 1, prov.attempts())
+			assert.Equal(t, 1, prov.Attempts())
 		})
 	}
 }
@@ -291,15 +280,15 @@ func TestStreamTimeoutsThroughSDKs(t *testing.T) {
 	// headers for 10 minutes is abandoned after 30 s and the call retried.
 	t.Run("AttemptTimeout: a silent provider is abandoned and retried", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(anthropicStream(streamParts...).after(10*time.Minute), anthropicStream(streamParts...))
+			prov := testkit.NewProvider(testkit.AnthropicStream(streamParts...).After(10*time.Minute), testkit.AnthropicStream(streamParts...))
 			var rec recorder
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{time.Second}, RetryStreams: true, AttemptTimeout: 30 * time.Second, OnAttempt: rec.on})
 			start := time.Now()
 			text, err := anthropicStreamText(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
 			require.NoError(t, err)
 			assert.Equal(t, streamText, text)
-			assert.Equal(t, 2, prov.attempts())
-			assert.Equal(t, []time.Duration{31 * time.Second}, prov.gaps(), "30 s bound, then the 1-s wait")
+			assert.Equal(t, 2, prov.Attempts())
+			assert.Equal(t, []time.Duration{31 * time.Second}, prov.Gaps(), "30 s bound, then the 1-s wait")
 			assert.Equal(t, 31*time.Second, time.Since(start))
 			require.Len(t, rec.attempts, 2)
 			require.Error(t, rec.attempts[0].Err)
@@ -309,13 +298,13 @@ func TestStreamTimeoutsThroughSDKs(t *testing.T) {
 
 	t.Run("AttemptTimeout: openai-go without a stream", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(openAIChatCompletion("late").after(10*time.Minute), openAIChatCompletion(streamText))
+			prov := testkit.NewProvider(testkit.OpenAIChatCompletion("late").After(10*time.Minute), testkit.OpenAIChatCompletion(streamText))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{time.Second}, AttemptTimeout: 2 * time.Minute})
 			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
 			got, err := client.Chat.Completions.New(context.Background(), openAIParams())
 			require.NoError(t, err)
 			assert.Equal(t, streamText, got.Choices[0].Message.Content)
-			assert.Equal(t, []time.Duration{2*time.Minute + time.Second}, prov.gaps())
+			assert.Equal(t, []time.Duration{2*time.Minute + time.Second}, prov.Gaps())
 		})
 	})
 
@@ -323,27 +312,27 @@ func TestStreamTimeoutsThroughSDKs(t *testing.T) {
 	// nothing is abandoned 10 s after its headers and retried.
 	t.Run("FirstEventTimeout: a stream that never starts is retried", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			silent := anthropicStream(streamParts...)
-			silent.events = silent.events[:1]
-			prov := newProvider(silent.stalled(), anthropicStream(streamParts...))
+			silent := testkit.AnthropicStream(streamParts...)
+			silent.Events = silent.Events[:1]
+			prov := testkit.NewProvider(silent.Stalled(), testkit.AnthropicStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{time.Second}, RetryStreams: true, FirstEventTimeout: 10 * time.Second})
 			text, err := anthropicStreamText(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
 			require.NoError(t, err)
 			assert.Equal(t, streamText, text, "the SDK read only the good attempt")
-			assert.Equal(t, []time.Duration{11 * time.Second}, prov.gaps())
+			assert.Equal(t, []time.Duration{11 * time.Second}, prov.Gaps())
 		})
 	})
 
 	t.Run("FirstEventTimeout: openai-go", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			silent := openAIChatStream(streamParts...)
-			silent.events = nil
-			prov := newProvider(silent.stalled(), openAIChatStream(streamParts...))
+			silent := testkit.OpenAIChatStream(streamParts...)
+			silent.Events = nil
+			prov := testkit.NewProvider(silent.Stalled(), testkit.OpenAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{time.Second}, RetryStreams: true, FirstEventTimeout: 10 * time.Second})
 			text, err := openAIStreamText(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 			require.NoError(t, err)
 			assert.Equal(t, streamText, text)
-			assert.Equal(t, []time.Duration{11 * time.Second}, prov.gaps())
+			assert.Equal(t, []time.Duration{11 * time.Second}, prov.Gaps())
 		})
 	})
 
@@ -357,29 +346,29 @@ func TestStreamTimeoutsThroughSDKs(t *testing.T) {
 		}
 		sdks := []struct {
 			name  string
-			stall reply
+			stall testkit.Reply
 			read  func(t *testing.T, rt *llmretry.Transport) result
 		}{
-			{"anthropic-sdk-go", func() reply {
-				r := anthropicStream(streamParts...)
-				r.events = r.events[:4]
-				return r.stalled()
+			{"anthropic-sdk-go", func() testkit.Reply {
+				r := testkit.AnthropicStream(streamParts...)
+				r.Events = r.Events[:4]
+				return r.Stalled()
 			}(), func(t *testing.T, rt *llmretry.Transport) result {
 				text, err := anthropicStreamText(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
 				return result{text, err}
 			}},
-			{"openai-go", func() reply {
-				r := openAIChatStream(streamParts...)
-				r.events = r.events[:2]
-				return r.stalled()
+			{"openai-go", func() testkit.Reply {
+				r := testkit.OpenAIChatStream(streamParts...)
+				r.Events = r.Events[:2]
+				return r.Stalled()
 			}(), func(t *testing.T, rt *llmretry.Transport) result {
 				text, err := openAIStreamText(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 				return result{text, err}
 			}},
-			{"go-openai", func() reply {
-				r := openAIChatStream(streamParts...)
-				r.events = r.events[:2]
-				return r.stalled()
+			{"go-openai", func() testkit.Reply {
+				r := testkit.OpenAIChatStream(streamParts...)
+				r.Events = r.Events[:2]
+				return r.Stalled()
 			}(), func(t *testing.T, rt *llmretry.Transport) result {
 				stream, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletionStream(context.Background(), goOpenAIChat())
 				require.NoError(t, err)
@@ -390,7 +379,7 @@ func TestStreamTimeoutsThroughSDKs(t *testing.T) {
 		for _, sdk := range sdks {
 			t.Run(sdk.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					prov := newProvider(sdk.stall, anthropicStream(streamParts...))
+					prov := testkit.NewProvider(sdk.stall, testkit.AnthropicStream(streamParts...))
 					rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{time.Second}, RetryStreams: true, StreamIdleTimeout: 30 * time.Second})
 					start := time.Now()
 					got := sdk.read(t, rt)
@@ -399,30 +388,11 @@ func TestStreamTimeoutsThroughSDKs(t *testing.T) {
 					assert.Contains(t, got.err.Error(), "StreamIdleTimeout")
 					assert.Equal(t, "Hel", got.text, "what came before the stall")
 					assert.Equal(t, 30*time.Second, time.Since(start), "within the idle bound")
-					assert.Equal(t, 1, prov.attempts(), "committed: not resent")
+					assert.Equal(t, 1, prov.Attempts(), "committed: not resent")
 				})
 			})
 		}
 	})
-}
-
-// openAIResponsesStream streams parts as Responses API events:
-// response.created, response.in_progress, one response.output_text.delta
-// per part, response.completed.
-func openAIResponsesStream(parts ...string) reply {
-	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
-	const resp = `{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"model":"gpt-4o-mini-2024-07-18","output":[],"status":"in_progress"}`
-	events := []string{
-		ev("response.created", `{"type":"response.created","sequence_number":0,"response":`+resp+`}`),
-		ev("response.in_progress", `{"type":"response.in_progress","sequence_number":1,"response":`+resp+`}`),
-	}
-	for i, p := range parts {
-		events = append(events, ev("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":`+fmt.Sprint(i+2)+
-			`,"item_id":"msg_67ccd2bf17f0819081ff3bb2cf6508e6","output_index":0,"content_index":0,"delta":`+quote(p)+`}`))
-	}
-	events = append(events, ev("response.completed", `{"type":"response.completed","sequence_number":`+fmt.Sprint(len(parts)+2)+
-		`,"response":{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"model":"gpt-4o-mini-2024-07-18","output":[],"status":"completed"}}`))
-	return reply{status: http.StatusOK, header: openAIHeaders("text/event-stream; charset=utf-8"), events: events}
 }
 
 // openai-go's Responses.NewStreaming: a 200 whose first event after the
@@ -432,8 +402,8 @@ func openAIResponsesStream(parts ...string) reply {
 // RetryStreams the attempt is retried and the caller reads the second
 // attempt's whole text.
 func TestOpenAIResponsesStreamErrorFirst(t *testing.T) {
-	broken := openAIResponsesStream(streamParts...)
-	broken.events = append(broken.events[:2:2],
+	broken := testkit.OpenAIResponsesStream(streamParts...)
+	broken.Events = append(broken.Events[:2:2],
 		"event: error\ndata: {\"type\":\"error\",\"code\":\"server_is_overloaded\",\"message\":\"The server is overloaded. Please try again later.\",\"param\":null,\"sequence_number\":2}\n\n")
 	read := func(client openai.Client) (text string, errorEvents int, err error) {
 		stream := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
@@ -454,20 +424,20 @@ func TestOpenAIResponsesStreamErrorFirst(t *testing.T) {
 	}
 	for _, retry := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(broken, openAIResponsesStream(streamParts...))
+			prov := testkit.NewProvider(broken, testkit.OpenAIResponsesStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: retry})
 			text, errorEvents, err := read(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 			require.NoError(t, err)
 			if retry {
 				assert.Equal(t, streamText, text)
 				assert.Zero(t, errorEvents)
-				assert.Equal(t, 2, prov.attempts())
-				assert.True(t, llmretry.IsStream(streamRequest(t, prov.received()[0])))
+				assert.Equal(t, 2, prov.Attempts())
+				assert.True(t, llmretry.IsStream(prov.Received()[0].Request(t)))
 				return
 			}
 			assert.Empty(t, text)
 			assert.Equal(t, 1, errorEvents, "the caller must spot the error event itself")
-			assert.Equal(t, 1, prov.attempts())
+			assert.Equal(t, 1, prov.Attempts())
 		})
 	}
 }
@@ -477,11 +447,11 @@ func TestOpenAIResponsesStreamErrorFirst(t *testing.T) {
 // error after 1 attempt; with RetryStreams it is retried and the caller
 // reads the second attempt's text.
 func TestGeminiStreamErrorFirst(t *testing.T) {
-	unavailable := geminiStream("unused")
-	unavailable.events = []string{`data: {"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}` + "\r\n\r\n"}
+	unavailable := testkit.GeminiStream("unused")
+	unavailable.Events = []string{`data: {"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}` + "\r\n\r\n"}
 	for _, retry := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			prov := newProvider(unavailable, geminiStream("Hel", "lo!"))
+			prov := testkit.NewProvider(unavailable, testkit.GeminiStream("Hel", "lo!"))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: retry})
 			client := geminiClient(t, fakeGeminiURL, rt, nil)
 			var text strings.Builder
@@ -496,12 +466,12 @@ func TestGeminiStreamErrorFirst(t *testing.T) {
 			if retry {
 				require.NoError(t, err)
 				assert.Equal(t, "Hello!", text.String())
-				assert.Equal(t, 2, prov.attempts())
+				assert.Equal(t, 2, prov.Attempts())
 				return
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "UNAVAILABLE")
-			assert.Equal(t, 1, prov.attempts())
+			assert.Equal(t, 1, prov.Attempts())
 		})
 	}
 }

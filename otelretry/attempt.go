@@ -31,9 +31,8 @@ type attemptTransport struct {
 // redactError).
 func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	n := llmretry.AttemptFromContext(ctx)
-	probe := llmretry.ProbeFromContext(ctx)
-	route := llmretry.RouteFromContext(ctx)
+	a, _ := llmretry.AttemptFromContext(ctx)
+	n, probe, route := a.N, a.Probe, a.Route
 	port, implied := serverPort(req.URL)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		if probe {

@@ -72,7 +72,8 @@ func callEnd(resp *http.Response, err error) (outcome, reason string, attempts i
 	n := 1
 	if resp.Request != nil {
 		// The request the base answered carries the attempt's number.
-		n = max(1, llmretry.AttemptFromContext(resp.Request.Context()))
+		a, _ := llmretry.AttemptFromContext(resp.Request.Context())
+		n = max(1, a.N)
 	}
 	if resp.StatusCode >= 400 {
 		// Not llmretry's answer (GaveUp marks every failure status it

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -123,7 +124,7 @@ func TestCallHeldToTheEnd(t *testing.T) {
 		r := newRig()
 		rt, err := NewCoordinated(newProvider(step{status: 503}, step{status: 200}), llmretry.Policy{
 			Waits: []time.Duration{time.Second}, Reserve: time.Second,
-		}, llmretry.Coordination{}, r.opts()...)
+		}, coordination.Config{}, r.opts()...)
 		require.NoError(t, err)
 
 		var first error

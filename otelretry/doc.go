@@ -47,8 +47,9 @@
 //     other.
 //   - url.full is redacted as the conventions' SHOULD asks: user
 //     information becomes REDACTED:REDACTED, and the value of each query
-//     parameter whose name marks a credential (one containing key, sig,
-//     token, secret, password, passwd, credential or auth, in any case:
+//     parameter whose name marks a credential (one of its words, in any
+//     case, is key, sig or auth, or ends in token, secret, password,
+//     signature or credential: the rule llmretry.Redact blanks by;
 //     Gemini's key=, Azure's sig= and subscription-key=, AWS's
 //     X-Amz-Signature=, the conventions' AWSAccessKeyId= and
 //     X-Goog-Signature=) becomes REDACTED, names and other parameters kept
@@ -64,11 +65,11 @@
 //     llmretry.AttemptFromContext.
 //   - An attempt sent as its provider key's probe (NewCoordinated) carries
 //     llmretry.probe=true on its span and on its llmretry.attempts point,
-//     read from llmretry.ProbeFromContext as it is sent, whatever its
+//     read from llmretry.AttemptFromContext as it is sent, whatever its
 //     result.
 //   - An attempt sent on a fallback route (llmretry.Policy.Fallback)
 //     carries llmretry.route=k (its Fallback[k-1]) on its span and on its
-//     llmretry.attempts point, read from llmretry.RouteFromContext; an
+//     llmretry.attempts point, read from llmretry.AttemptFromContext; an
 //     attempt on the primary carries none. Its span's server.address and
 //     url.full are the fallback's.
 //   - A base error whose text quotes a credential of the request (its
@@ -95,8 +96,8 @@
 //	                   during it waits less)
 //	llmretry.attempt   the number of the failed attempt: 1 for the first try
 //
-// On a Transport made by NewCoordinated, each hold (see
-// llmretry.Coordination) is an event "llmretry.hold", added when the hold
+// On a Transport made by NewCoordinated, each hold (see package
+// coordination) is an event "llmretry.hold", added when the hold
 // ends and stamped when it began, with llmretry.reason (Hold.Reason:
 // "provider down", "server wait", "retry budget spent", "paced under a
 // rate limit", "at the limit on calls in flight"), llmretry.duration
@@ -106,6 +107,15 @@
 // llmretry.attempt (Hold.N, the number of the attempt it delayed). An
 // attempt whose retry is held (Attempt.Held) adds no wait event: its hold
 // is the wait.
+//
+// A call that moves to another route (llmretry.Policy.Fallback and
+// LongContext) adds an event "llmretry.move" when the attempt it moves
+// after ends, with llmretry.reason (Attempt.Moved: "provider down",
+// "waiting cannot win", "FallbackAfter", "context too long", "credential
+// refused"), llmretry.attempt (that attempt's number) and llmretry.route
+// (the route it took: 0 the primary); the next attempt's span carries the
+// route it moved to. A move to a fallback bills another account or model:
+// this event, with llmretry.route on the attempts, is where to see it.
 //
 // # How each call ended
 //
@@ -157,14 +167,17 @@
 //
 // # Hooks and per-request policies
 //
-// The policy's own OnAttempt and OnHold still run: each is called after
-// this package has recorded the attempt or hold, so a slow or panicking
-// hook neither delays the event's timestamp nor loses it.
+// The policy's own OnAttempt and the coordination.Config's OnHold still
+// run: each is called after this package has recorded the attempt or
+// hold, so a slow or panicking hook neither delays the event's timestamp
+// nor loses it.
 //
 // A request that carries its own policy (llmretry.WithPolicy) runs that
 // policy's hooks instead of the Transport's: its attempts are still spans,
 // resend counts and llmretry.attempts, and the call is still counted in
-// llmretry.calls, but its waits, holds and probes are not recorded.
+// llmretry.calls, but its waits and probes are not recorded. Its holds
+// are: OnHold belongs to the Transport's coordination.Config, not to a
+// policy.
 //
 // # Cost
 //

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
@@ -168,10 +169,10 @@ func TestInvalid(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(err.Error(), "retry:"), err.Error())
 	assert.True(t, strings.HasPrefix(err.Error(), "llmretry: Policy.Reserve is negative"), err.Error())
 
-	_, err = NewCoordinated(nil, llmretry.Policy{}, llmretry.Coordination{RetryBudget: 2}, r.opts()...)
+	_, err = NewCoordinated(nil, llmretry.Policy{}, coordination.Config{RetryBudget: 2}, r.opts()...)
 	require.Error(t, err)
 	assert.Equal(t, 1, strings.Count(err.Error(), "retry:"), err.Error())
-	assert.True(t, strings.HasPrefix(err.Error(), "llmretry: Coordination.RetryBudget"), err.Error())
+	assert.True(t, strings.HasPrefix(err.Error(), "llmretry: coordination.Config.RetryBudget"), err.Error())
 
 	// Nil options are ignored; a nil base is http.DefaultTransport.
 	rt, err := New(nil, llmretry.Policy{}, nil, WithTracerProvider(nil), WithMeterProvider(nil))

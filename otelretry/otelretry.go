@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -66,7 +67,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.rt == nil {
 		return zero.RoundTrip(req)
 	}
-	if req == nil || llmretry.AttemptFromContext(req.Context()) > 0 {
+	if req == nil {
+		return t.rt.RoundTrip(req)
+	}
+	if _, inner := llmretry.AttemptFromContext(req.Context()); inner {
 		return t.rt.RoundTrip(req)
 	}
 	resp, err := t.rt.RoundTrip(req)
@@ -119,17 +123,17 @@ func New(base http.RoundTripper, p llmretry.Policy, opts ...Option) (*Transport,
 // New's; each coordinated hold is also an event on the caller's span and
 // is counted by outcome, and each probe is marked.
 //
-// p's own OnAttempt and OnHold still run, after this package has recorded
-// the attempt or the hold. An invalid policy or coordination is an error,
-// and no Transport is made. The result is safe for concurrent use (p's
-// hooks must then be too).
-func NewCoordinated(base http.RoundTripper, p llmretry.Policy, c llmretry.Coordination, opts ...Option) (*Transport, error) {
+// p's own OnAttempt and c's OnHold still run, after this package has
+// recorded the attempt or the hold. An invalid policy or configuration is
+// an error, and no Transport is made. The result is safe for concurrent
+// use (p's and c's hooks must then be too).
+func NewCoordinated(base http.RoundTripper, p llmretry.Policy, c coordination.Config, opts ...Option) (*Transport, error) {
 	tel, rt, err := build(base, opts)
 	if err != nil {
 		return nil, err
 	}
 	p.OnAttempt = tel.onAttempt(p.OnAttempt)
-	p.OnHold = tel.onHold(p.OnHold)
+	c.OnHold = tel.onHold(c.OnHold)
 	t, err := llmretry.NewCoordinated(rt, p, c)
 	if err != nil {
 		return nil, err // llmretry's, which names the bad field

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -187,16 +188,17 @@ func TestCoordinatedHolds(t *testing.T) {
 		r := newRig()
 		p := newProvider(step{status: 503}, step{status: 200})
 		var mu sync.Mutex
-		var seen []llmretry.Hold
+		var seen []coordination.Hold
 		rt, err := NewCoordinated(p, llmretry.Policy{
 			Waits:   []time.Duration{time.Second},
 			Reserve: time.Second,
-			OnHold: func(h llmretry.Hold) {
+		}, coordination.Config{
+			OnHold: func(h coordination.Hold) {
 				mu.Lock()
 				defer mu.Unlock()
 				seen = append(seen, h)
 			},
-		}, llmretry.Coordination{}, r.opts()...)
+		}, r.opts()...)
 		require.NoError(t, err)
 
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
@@ -269,9 +271,9 @@ func TestCoordinatedHolds(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		require.Len(t, seen, 4)
-		ended := map[string]llmretry.Hold{}
+		ended := map[string]coordination.Hold{}
 		for _, h := range seen {
-			if h.Outcome != llmretry.HoldWaiting {
+			if h.Outcome != coordination.HoldWaiting {
 				ended[h.Outcome.String()] = h
 			}
 		}
@@ -292,7 +294,7 @@ func TestPacedHolds(t *testing.T) {
 		r := newRig()
 		spent := map[string]string{"X-Ratelimit-Limit-Requests": "10", "X-Ratelimit-Remaining-Requests": "0", "X-Ratelimit-Reset-Requests": "10s"}
 		p := newProvider(step{status: 200, header: spent}, step{status: 200})
-		rt, err := NewCoordinated(p, llmretry.Policy{}, llmretry.Coordination{}, r.opts()...)
+		rt, err := NewCoordinated(p, llmretry.Policy{}, coordination.Config{}, r.opts()...)
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 		defer cancel()
@@ -333,7 +335,7 @@ func TestNoCredentialInTelemetry(t *testing.T) {
 				var rt *Transport
 				var err error
 				if coordinated {
-					rt, err = NewCoordinated(p, policy, llmretry.Coordination{}, r.opts()...)
+					rt, err = NewCoordinated(p, policy, coordination.Config{}, r.opts()...)
 				} else {
 					rt, err = New(p, policy, r.opts()...)
 				}
@@ -434,26 +436,34 @@ func telemetryText(t *testing.T, r *rig) string {
 func TestRouteAttribute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig()
-		p := newProvider(step{status: 503}, step{status: 200})
+		p := newProvider(step{status: 503}, step{status: 503}, step{status: 200})
 		route, err := llmretry.RouteTo("https://api.example.com/v1", "https://fallback.example.com/v1", http.Header{"Authorization": {"Bearer fb"}})
 		require.NoError(t, err)
-		rt, err := New(p, llmretry.Policy{Fallback: []llmretry.Route{route}}, r.opts()...)
+		rt, err := New(p, llmretry.Policy{Waits: []time.Duration{time.Second, time.Second}, Fallback: []llmretry.Route{route}}, r.opts()...)
 		require.NoError(t, err)
 
-		r.callInTurn(t, rt)
+		turn := r.callInTurn(t, rt)
 
 		spans := r.clientSpans()
-		require.Len(t, spans, 2)
-		_, ok := attr(spans[0].Attributes(), keyRoute)
+		require.Len(t, spans, 3, "a blip on the primary, the primary again, then the fallback")
+		_, ok := attr(spans[1].Attributes(), keyRoute)
 		assert.False(t, ok, "none on the primary")
-		v, ok := attr(spans[1].Attributes(), keyRoute)
+		v, ok := attr(spans[2].Attributes(), keyRoute)
 		assert.True(t, ok)
 		assert.Equal(t, int64(1), v.AsInt64())
-		addr, _ := attr(spans[1].Attributes(), semconv.ServerAddressKey)
+		addr, _ := attr(spans[2].Attributes(), semconv.ServerAddressKey)
 		assert.Equal(t, "fallback.example.com", addr.AsString())
 		assert.Equal(t, map[string]int64{
 			"http.response.status_code=503 llmretry.resend=false server.address=api.example.com":                      1,
+			"http.response.status_code=503 llmretry.resend=true server.address=api.example.com":                       1,
 			"http.response.status_code=200 llmretry.resend=true llmretry.route=1 server.address=fallback.example.com": 1,
 		}, counts(t, findMetric(t, r.collect(t), metricAttempts)))
+
+		// Why the call moved, on the caller's span.
+		ro, ok := turn.(sdktrace.ReadOnlySpan)
+		require.True(t, ok)
+		moves := events(ro, eventMove)
+		require.Len(t, moves, 1)
+		assert.Equal(t, map[attribute.Key]any{keyReason: "provider down", keyAttempt: int64(2), keyRoute: int64(0)}, eventAttrs(moves[0]))
 	})
 }

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/credential"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
@@ -16,13 +16,14 @@ const redacted = "REDACTED"
 
 // redactURL renders u for url.full as the HTTP conventions ask: user
 // information becomes REDACTED:REDACTED, and the value of every query
-// parameter whose name says it carries a credential (see credentialKey)
-// becomes REDACTED, its name and every other parameter kept in place. The
-// fragment is dropped: it is never sent, and OAuth's implicit flow puts
-// tokens there. ok is false when u needs none of this, so that otelhttp's
-// own value (which drops user information itself) can stand unrewritten.
+// parameter whose name says it carries a credential (credential.IsParam,
+// the rule llmretry's own texts blank by) becomes REDACTED, its name and
+// every other parameter kept in place. The fragment is dropped: it is
+// never sent, and OAuth's implicit flow puts tokens there. ok is false
+// when u needs none of this, so that otelhttp's own value (which drops
+// user information itself) can stand unrewritten.
 func redactURL(u *url.URL) (s string, ok bool) {
-	if u == nil || u.User == nil && u.Fragment == "" && !hasCredentialParam(u.RawQuery) {
+	if u == nil || u.User == nil && u.Fragment == "" && !credential.HasParam(u.RawQuery) {
 		return "", false
 	}
 	r := *u
@@ -30,83 +31,8 @@ func redactURL(u *url.URL) (s string, ok bool) {
 	if r.User != nil {
 		r.User = url.UserPassword(redacted, redacted)
 	}
-	r.RawQuery = redactQuery(r.RawQuery)
+	r.RawQuery = credential.MaskQuery(r.RawQuery, redacted)
 	return r.String(), true
-}
-
-// redactQuery replaces the value of each credential parameter of the raw
-// query q with REDACTED, keeping every name, every other value and the
-// order as they were.
-func redactQuery(q string) string {
-	if !hasCredentialParam(q) {
-		return q
-	}
-	var b strings.Builder
-	b.Grow(len(q))
-	for i, part := range strings.Split(q, "&") {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		name, _, hasValue := strings.Cut(part, "=")
-		if hasValue && credentialKey(name) {
-			b.WriteString(name)
-			b.WriteString("=" + redacted)
-			continue
-		}
-		b.WriteString(part)
-	}
-	return b.String()
-}
-
-// hasCredentialParam reports whether the raw query q has a parameter
-// with a value whose name is a credential's. It allocates nothing.
-func hasCredentialParam(q string) bool {
-	for q != "" {
-		var part string
-		part, q, _ = strings.Cut(q, "&")
-		if name, v, ok := strings.Cut(part, "="); ok && v != "" && credentialKey(name) {
-			return true
-		}
-	}
-	return false
-}
-
-// credentialWords are the parts of a query parameter's name that mark its
-// value as a credential: the conventions' list (AWSAccessKeyId, Signature,
-// sig, X-Goog-Signature), Gemini's key=, Azure's subscription-key= and
-// sig=, AWS's presigned X-Amz-Credential, X-Amz-Signature and
-// X-Amz-Security-Token, and the usual token=, access_token=, secret=,
-// password=, auth=.
-// It is broader than llmretry's name list for its own texts (redact.go):
-// every name llmretry blanks has one of these words, so a span never shows a
-// value a log line blanks.
-var credentialWords = [...]string{"key", "sig", "token", "secret", "password", "passwd", "credential", "auth"}
-
-// credentialKey reports whether a query parameter named name (raw, as in
-// the URL) carries a credential: its name, in any case, contains one of
-// credentialWords. Erring this way costs a redacted value that was not
-// secret; the other way, a key in a trace.
-func credentialKey(name string) bool {
-	if u, err := url.QueryUnescape(name); err == nil {
-		name = u
-	}
-	for _, w := range credentialWords {
-		if containsFold(name, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// containsFold reports whether s contains the lower-case ASCII word w, in
-// any case, without allocating.
-func containsFold(s, w string) bool {
-	for i := 0; i+len(w) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(w)], w) {
-			return true
-		}
-	}
-	return false
 }
 
 // redactedError is an error whose text quoted one of the request's

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -20,6 +21,7 @@ import (
 const (
 	eventWait = "llmretry.wait"
 	eventHold = "llmretry.hold"
+	eventMove = "llmretry.move"
 
 	metricAttempts     = "llmretry.attempts"
 	metricWaitDuration = "llmretry.wait.duration"
@@ -110,17 +112,19 @@ func newTelemetry(m metric.Meter) (*telemetry, error) {
 func (t *telemetry) onAttempt(user func(llmretry.Attempt)) func(llmretry.Attempt) {
 	return func(a llmretry.Attempt) {
 		t.recordWait(a)
+		t.recordMove(a)
 		if user != nil {
 			user(a)
 		}
 	}
 }
 
-// onHold returns a Policy.OnHold that records h once it has ended, and
-// then calls user (if not nil), for the same reasons as onAttempt.
-func (t *telemetry) onHold(user func(llmretry.Hold)) func(llmretry.Hold) {
-	return func(h llmretry.Hold) {
-		if h.Outcome != llmretry.HoldWaiting {
+// onHold returns a coordination.Config.OnHold that records h once it has
+// ended, and then calls user (if not nil), for the same reasons as
+// onAttempt.
+func (t *telemetry) onHold(user func(coordination.Hold)) func(coordination.Hold) {
+	return func(h coordination.Hold) {
+		if h.Outcome != coordination.HoldWaiting {
 			t.recordHold(h)
 		}
 		if user != nil {
@@ -149,10 +153,27 @@ func (t *telemetry) recordWait(a llmretry.Attempt) {
 	t.waits.Record(ctx, secs, metric.WithAttributes(serverAddress(a.Request), result))
 }
 
+// recordMove adds a move event to the caller's span when the call moved
+// to another route after a (see llmretry.Policy.Fallback and LongContext):
+// why (llmretry.reason: Attempt.Moved), after which attempt, and from which
+// route.
+func (t *telemetry) recordMove(a llmretry.Attempt) {
+	if a.Moved == "" || a.Request == nil {
+		return
+	}
+	if span := trace.SpanFromContext(a.Request.Context()); span.IsRecording() {
+		span.AddEvent(eventMove, trace.WithAttributes(
+			keyReason.String(a.Moved),
+			keyAttempt.Int(a.N),
+			keyRoute.Int(a.Route),
+		))
+	}
+}
+
 // recordHold adds a hold event to the caller's span, stamped when the hold
 // began (so that, like a wait's, it marks the start of the pause), and
 // counts the hold and its duration.
-func (t *telemetry) recordHold(h llmretry.Hold) {
+func (t *telemetry) recordHold(h coordination.Hold) {
 	ctx := context.Background()
 	if h.Request != nil {
 		ctx = h.Request.Context()

@@ -9,7 +9,7 @@
 //	st, err := redisstore.New(client, redisstore.Options{Secret: secret}) // the same secret on every process
 //	if err != nil { ... }
 //	defer st.Close()
-//	rt, err := llmretry.NewCoordinated(nil, policy, llmretry.Coordination{Store: st})
+//	rt, err := llmretry.NewCoordinated(nil, policy, coordination.Config{Store: st})
 //
 // # What is shared
 //

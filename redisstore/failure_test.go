@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
 	"github.com/llmretry/llmretry/redisstore"
 	"github.com/llmretry/llmretry/redisstore/internal/fleet"
 	"github.com/llmretry/llmretry/store"
@@ -79,7 +80,7 @@ func newTransport(t *testing.T, st store.Store) http.RoundTripper {
 	rt, err := llmretry.NewCoordinated(base, llmretry.Policy{
 		Waits:   []time.Duration{200 * time.Millisecond, 400 * time.Millisecond},
 		Reserve: 100 * time.Millisecond,
-	}, llmretry.Coordination{ProbeInterval: testProbe, ReleaseSpread: testRelease, Store: st})
+	}, coordination.Config{ProbeInterval: testProbe, ReleaseSpread: testRelease, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

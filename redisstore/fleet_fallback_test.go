@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/redisstore/internal/fleet"
 )
 
@@ -21,7 +20,7 @@ const (
 	fbEvery        = 4 * time.Second // between a process's calls
 	fbOutageFrom   = 2 * time.Second
 	fbOutage       = 60 * time.Second
-	fbProbe        = llmretry.DefaultProbeInterval
+	fbProbe        = 5 * time.Second // a zero coordination.Config's ProbeInterval
 	// fbLead is how long after the processes start the calls begin: they
 	// start beside TestFleetRateLimit's 12 (both tests are parallel).
 	fbLead = 3 * time.Second

@@ -19,16 +19,16 @@ import (
 func FuzzDecodeNotice(f *testing.F) {
 	// v ds du np pu w n, then b e fu mi c ca cu s (the pace and the limit
 	// on calls in flight), then the lengths of the prober and the name.
-	const z8 = " 0 0 0 0 0 0 0 0"
+	const z8 = " 0 0 0 0 0 0 0 0 0 0 0 0" // b … s and sp … tu
 	for _, seed := range []string{
 		"1 2 3 4 5 6 7" + z8 + " 0 3\nabc502 Bad Gateway",
 		"1759000000000000 1759000000000 1759000015000 1759000005000 0 0 0" + z8 + " 5 21\nabcdeapi.example.com#0011223344556677",
-		"1759000000000000 0 0 0 0 0 0 10 1000000 1759000010000000 8 2000000 1759000000000000 1759000030000 3 0 15\napi.example.com",
-		"1759000000000000 0 0 0 0 0 0 10 6667 1759000000066670 0 0 0 0 0 0 15\napi.example.com",
-		"1 0 0 0 0 0 0 1073741825 1 1 0 0 0 0 0 0 1\nx",
-		"1 0 0 0 0 0 0 1 1 9007199254740993 0 0 0 0 0 0 1\nx",
-		"1 0 0 0 0 0 0 0 0 0 1048577 -2 0 0 1048577 0 1\nx",
-		"1 0 0 0 0 0 0 0 0 0 8 1 -1 1e19 0 0 1\nx",
+		"1759000000000000 0 0 0 0 0 0 10 1000000 1759000010000000 8 2000000 1759000000000000 1759000030000 3 0 0 0 0 0 15\napi.example.com",
+		"1759000000000000 0 0 0 0 0 0 10 6667 1759000000066670 0 0 0 0 0 0 0 0 0 0 15\napi.example.com",
+		"1 0 0 0 0 0 0 1073741825 1 1 0 0 0 0 0 0 0 0 0 0 1\nx",
+		"1 0 0 0 0 0 0 1 1 9007199254740993 0 0 0 0 0 0 0 0 0 0 1\nx",
+		"1 0 0 0 0 0 0 0 0 0 1048577 -2 0 0 1048577 0 0 0 0 0 1\nx",
+		"1 0 0 0 0 0 0 0 0 0 8 1 -1 1e19 0 0 0 0 0 0 1\nx",
 		"0 0 0 0 0 0 0" + z8 + " 9223372036854775807 1\nx",
 		"0 0 0 0 0 0 0" + z8 + " 1 9223372036854775807\nx",
 		"0 0 0 0 0 0 0" + z8 + " 9223372036854775807 9223372036854775807\nx",
@@ -295,13 +295,15 @@ func TestDecodeAnswer(t *testing.T) {
 	now := time.Now()
 	ms, us := now.UnixMilli(), now.UnixMicro()
 	good := []any{us, ms, ms + 15000, ms + 5000, int64(0), int64(0), int64(1), "", "502 Bad Gateway", int64(1), int64(0),
-		int64(10), int64(1000000), us + 10_000_000, int64(8), int64(2000000), us, ms + 30000, int64(3), us + 1}
+		int64(10), int64(1000000), us + 10_000_000, int64(8), int64(2000000), us, ms + 30000, int64(3), us + 1,
+		int64(1500000), int64(1000000), us + 1_500_000, ms + 60000}
 	a, err := decode(good)
 	require.NoError(t, err)
 	assert.Equal(t, store.Facts{Version: uint64(us), DownSince: time.UnixMilli(ms), DownUntil: time.UnixMilli(ms + 15000),
 		NextProbe: time.UnixMilli(ms + 5000), Reason: "502 Bad Gateway", Retries: 1,
 		Burst: 10, Every: time.Second, Full: time.UnixMicro(us + 10_000_000),
-		MaxInFlight: 8, Grow: 2 * time.Second, CutAt: time.UnixMicro(us), CapUntil: time.UnixMilli(ms + 30000), InFlight: 3}, a.f)
+		MaxInFlight: 8, Grow: 2 * time.Second, CutAt: time.UnixMicro(us), CapUntil: time.UnixMilli(ms + 30000), InFlight: 3,
+		Spacing: 1500 * time.Millisecond, Floor: time.Second, Next: time.UnixMicro(us + 1_500_000), TaughtUntil: time.UnixMilli(ms + 60000)}, a.f)
 	assert.True(t, a.granted)
 	assert.Equal(t, time.UnixMicro(us+1), a.slot)
 	for _, tc := range []struct {
@@ -323,6 +325,11 @@ func TestDecodeAnswer(t *testing.T) {
 		{"a slot past 2^53 µs", 19, int64(maxUS + 1)},
 		{"a slot that is a string", 19, "1"},
 		{"a Full that is nil", 13, nil},
+		{"a negative Spacing", 20, int64(-1)},
+		{"a Floor past maxMS µs", 21, int64(maxMS + 1)},
+		{"a Next past 2^53 µs", 22, int64(maxUS + 1)},
+		{"a TaughtUntil past maxMS", 23, int64(maxMS + 1)},
+		{"a TaughtUntil that is a string", 23, "1"},
 	} {
 		v := append([]any(nil), good...)
 		v[tc.at] = tc.v
@@ -331,4 +338,6 @@ func TestDecodeAnswer(t *testing.T) {
 	}
 	_, err = decode(good[:11])
 	assert.Error(t, err, "the old, shorter answer")
+	_, err = decode(good[:20])
+	assert.Error(t, err, "the answer before lessons")
 }

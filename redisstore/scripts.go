@@ -12,8 +12,10 @@ import "github.com/redis/go-redis/v9"
 // next probe), r (the reason), p, pu (the prober and its lease's end), w
 // (the server wait's end), b, e, fu (the pace: burst, every, full), mi, gr,
 // ca, cu (the limit on calls in flight: the limit, its growth interval,
-// cut at, cap until). Times are Unix milliseconds of the callers' clocks, 0
-// for none, but for the pace's and the limit's (e, fu, gr, ca), which are
+// cut at, cap until), sp, fl, nx, tu (what 429s taught: the spacing, its
+// floor, the next send, taught until). Times are Unix milliseconds of the
+// callers' clocks, 0 for none, but for the pace's, the limit's and the
+// lesson's (e, fu, gr, ca, sp, fl, nx), which are
 // microseconds (an Every of 6.7 ms, 9,000 requests a minute, must not
 // round to 6 or 7, nor a limit grow a step early); the scripts judge
 // every fact by the caller's time (at): a lapsed fact reads as zero. Retry
@@ -52,18 +54,20 @@ import "github.com/redis/go-redis/v9"
 // change that other processes must hear of is published on the channel
 // (ARGV after the operation's own) as one message:
 //
-//	"v ds du np pu w n b e fu mi gr ca cu s len(p) len(name)\n" + p + name + r
+//	"v ds du np pu w n b e fu mi gr ca cu s sp fl nx tu len(p) len(name)\n" + p + name + r
 //
 // (n counts the live retry leases, s the calls in flight: live send leases
 // and tallies). Every answer is {v, ds, du, np, pu, w, n, p, r, granted,
-// bad, b, e, fu, mi, gr, ca, cu, s, slot}: slot is TakeSend's instant (µs;
+// bad, b, e, fu, mi, gr, ca, cu, s, slot, sp, fl, nx, tu}: slot is
+// TakeSend's instant (µs;
 // 0 for none and for the other operations), bad counts the fields the
 // script read as nothing — not a short digit string (NaN, inf, 1e19, a
 // negative), a time beyond the horizon (ARGV[1]: the longest lifetime the
 // Store's callers write, at least 10 minutes; a pace's Full, two horizons:
 // the longest send lease and the longest window), a version ahead of
 // Redis's clock, an over-long prober or reason, a count or an interval out
-// of range, a tally that is not "n:seq:until" in range or whose owner is
+// of range (a lesson's spacing or floor longer than the horizon, its next
+// send past two horizons, its end past a horizon and a minute), a tally that is not "n:seq:until" in range or whose owner is
 // empty or over-long, a tallies hash of more than maxOwners fields. A
 // script that read any writes the facts back as it read them, and drops
 // the bad tallies (all of them, for an over-long hash). No expiry is set
@@ -194,17 +198,19 @@ local function inflight(f)
   return math.min(f.ls + f.ts, maxCount)
 end
 local function load()
-  local h = redis.call('HMGET', kf, 'v', 'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'b', 'e', 'fu', 'mi', 'gr', 'ca', 'cu')
+  local h = redis.call('HMGET', kf, 'v', 'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'b', 'e', 'fu', 'mi', 'gr', 'ca', 'cu', 'sp', 'fl', 'nx', 'tu')
   local f = {sv = version(h[1]), ds = when(h[2], at), du = when(h[3], at), np = when(h[4], at),
     r = text(h[5], 256), p = text(h[6], 64), pu = when(h[7], at), w = when(h[8], at),
     b = upto(h[9], maxBurst), e = upto(h[10], 1000 * horizon), fu = usWhen(h[11], atus + 2000 * horizon),
     mi = upto(h[12], maxCount), gr = upto(h[13], 1000 * horizon), ca = usWhen(h[14], atus + 1000 * horizon),
-    cu = when(h[15], at)}
+    cu = when(h[15], at), sp = upto(h[16], 1000 * horizon), fl = upto(h[17], 1000 * horizon),
+    nx = usWhen(h[18], atus + 2000 * horizon), tu = upto(h[19], at + horizon + hold)}
   if f.ds == 0 or at >= f.du then f.ds, f.du, f.np, f.r = 0, 0, 0, '' end
   if f.p == '' or at >= f.pu then f.p, f.pu = '', 0 end
   if at >= f.w then f.w = 0 end
   if f.e == 0 or atus >= f.fu then f.b, f.e, f.fu = 0, 0, 0 end
   if f.mi == 0 or at >= f.cu then f.mi, f.gr, f.ca, f.cu = 0, 0, 0, 0 end
+  if f.sp == 0 or at >= f.tu then f.sp, f.fl, f.nx, f.tu = 0, 0, 0, 0 end
   f.n = live(kr, at)
   f.t = tallies()
   f.ts, f.tl = sums(f.t)
@@ -217,7 +223,7 @@ local function copy(f)
   for k, v in pairs(f) do g[k] = v end
   return g
 end
-local names = {'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'n', 'b', 'e', 'fu', 'mi', 'gr', 'ca', 'cu', 's'}
+local names = {'ds', 'du', 'np', 'r', 'p', 'pu', 'w', 'n', 'b', 'e', 'fu', 'mi', 'gr', 'ca', 'cu', 's', 'sp', 'fl', 'nx', 'tu'}
 local function same(f, g)
   for _, k in ipairs(names) do
     if f[k] ~= g[k] then return false end
@@ -226,7 +232,7 @@ local function same(f, g)
 end
 local function reply(f, v, granted, slot)
   return {v, f.ds, f.du, f.np, f.pu, f.w, f.n, f.p, f.r, granted and 1 or 0, bad,
-    f.b, f.e, f.fu, f.mi, f.gr, f.ca, f.cu, f.s, slot or 0}
+    f.b, f.e, f.fu, f.mi, f.gr, f.ca, f.cu, f.s, slot or 0, f.sp, f.fl, f.nx, f.tu}
 end
 local function unchanged(f, granted, slot)
   if f.sv == 0 then return reply(f, clock(), granted, slot) end
@@ -244,7 +250,7 @@ local function keep(at, last)
   end
 end
 local function lastOf(g)
-  return math.max(g.du, g.pu, g.w, math.ceil(g.fu / 1000), g.cu, g.tl)
+  return math.max(g.du, g.pu, g.w, math.ceil(g.fu / 1000), g.cu, g.tl, g.tu)
 end
 -- finish stores g, the facts after the operation (f before it), if they
 -- changed or bad data was read, and answers. touched says the operation
@@ -261,14 +267,25 @@ local function finish(f, g, at, name, chan, announce, granted, slot, touched)
   local v = math.max(f.sv + 1, clock() + 1)
   redis.call('HSET', kf, 'v', int(v), 'ds', int(g.ds), 'du', int(g.du), 'np', int(g.np),
     'r', g.r, 'p', g.p, 'pu', int(g.pu), 'w', int(g.w), 'b', int(g.b), 'e', int(g.e), 'fu', int(g.fu),
-    'mi', int(g.mi), 'gr', int(g.gr), 'ca', int(g.ca), 'cu', int(g.cu))
+    'mi', int(g.mi), 'gr', int(g.gr), 'ca', int(g.ca), 'cu', int(g.cu),
+    'sp', int(g.sp), 'fl', int(g.fl), 'nx', int(g.nx), 'tu', int(g.tu))
   keep(at, lastOf(g))
   if announce then
     redis.call('PUBLISH', chan, table.concat({int(v), int(g.ds), int(g.du), int(g.np), int(g.pu),
       int(g.w), int(g.n), int(g.b), int(g.e), int(g.fu), int(g.mi), int(g.gr), int(g.ca), int(g.cu),
-      int(g.s), int(#g.p), int(#name)}, ' ') .. '\n' .. g.p .. name .. g.r)
+      int(g.s), int(g.sp), int(g.fl), int(g.nx), int(g.tu), int(#g.p), int(#name)}, ' ') .. '\n' .. g.p .. name .. g.r)
   end
   return reply(g, v, granted, slot)
+end
+-- climb is store.Climb: the spacing sp (µs) after one more send, never
+-- below fl; in whole microseconds, rounded down, exactly (the products
+-- stay within 2^53).
+local function climb(sp, fl)
+  if sp > 3600000000 then return math.max(sp, fl) end
+  local a, b = sp * 2000000, 2000000 + sp
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return math.max(q, fl)
 end
 local function sweep(k, at)
   redis.call('ZREMRANGEBYSCORE', k, '-inf', int(at))
@@ -285,16 +302,18 @@ return unchanged(f, false)
 // reportScript: ARGV horizon, at (µs), evidence ("down", "up" or ""), reason,
 // down-for (ms), next probe, wait until, prober, burst, every (µs), full
 // (µs), cut ("1" or ""), grow (µs), cap until, owner, unleased, seq, tally
-// until (µs), name, channel. The owner's tally is set first, if its seq is
-// above the stored one's (or none is stored); then a cut limits the key's
-// calls in flight to those counted (at least 1), or a tally that rose on a
-// limited key raises the limit to them if it is lower (memstore's rules).
+// until (µs), spacing (µs), floor (µs), name, channel. The owner's tally is
+// set first, if its seq is above the stored one's (or none is stored);
+// then a cut limits the key's calls in flight to those counted (at least
+// 1), or a tally that rose on a limited key raises the limit to them if it
+// is lower; a spacing or floor teaches the key (memstore's rules).
 var reportScript = redis.NewScript(prelude + `
 local ev, reason, downFor = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local np, wait, prober = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 local burst, every, full = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local cut, grow, capUntil = ARGV[12] == '1', tonumber(ARGV[13]), tonumber(ARGV[14])
 local owner, unleased, seq, tallyUntil = ARGV[15], tonumber(ARGV[16]), ARGV[17], tonumber(ARGV[18])
+local spacing, floor = tonumber(ARGV[19]), tonumber(ARGV[20])
 local f = load()
 local g = copy(f)
 local held = prober ~= '' and f.p == prober
@@ -335,7 +354,18 @@ if cut then
 elseif rose and g.mi > 0 and g.s > g.mi then
   g.mi = g.s
 end
-return finish(f, g, at, ARGV[19], ARGV[20], true, false, 0, touched)
+if spacing > 0 or floor > 0 then
+  local sp = math.max(spacing, floor)
+  if g.sp == 0 then
+    g.sp, g.fl, g.nx = sp, floor, atus + sp
+  else
+    g.sp, g.fl, g.nx = math.max(g.sp, sp), math.max(g.fl, floor), math.max(g.nx, atus + sp)
+  end
+  g.sp = math.max(g.sp, g.fl)
+  g.nx = math.min(g.nx, atus + 2000 * horizon)
+  g.tu = math.max(g.tu, at + hold)
+end
+return finish(f, g, at, ARGV[21], ARGV[22], true, false, 0, touched)
 `)
 
 // takeProbeScript: ARGV horizon, at (µs), holder, until, name, channel. A lease
@@ -384,10 +414,16 @@ sweep(ks, at)
 local f = load()
 local slot = atus
 if f.e > 0 then slot = math.max(atus, f.fu - (f.b - 1) * f.e) end
+if f.sp > 0 then slot = math.max(slot, f.nx) end
 if slot > untlus then return unchanged(f, false, slot) end
 if limit > 0 and f.s >= limit then return unchanged(f, false, 0) end
 local g = copy(f)
 if f.e > 0 then g.fu = math.min(math.max(g.fu, slot) + g.e, atus + 2000 * horizon) end
+if f.sp > 0 then
+  g.nx = math.min(slot + g.sp, atus + 2000 * horizon)
+  g.sp = climb(g.sp, g.fl)
+  g.tu = math.min(math.max(g.tu, math.ceil(slot / 1000) + hold), at + horizon + hold)
+end
 if limit > 0 then
   local held = tonumber(redis.call('ZSCORE', ks, holder) or '0') or 0
   redis.call('ZADD', ks, int(math.max(held, untl)), holder)

@@ -226,9 +226,19 @@ func (s *Store) Report(ctx context.Context, key string, r store.Report) (store.F
 			s.lifetime(r.TallyUntil.Sub(r.At))
 		}
 	}
+	// A lesson: its spacing and floor in whole microseconds, at least one.
+	var spacing, floor int64
+	if r.Spacing > 0 {
+		spacing = max(r.Spacing.Microseconds(), 1)
+		s.lifetime(r.Spacing)
+	}
+	if r.Floor > 0 {
+		floor = max(r.Floor.Microseconds(), 1)
+		s.lifetime(r.Floor)
+	}
 	f, _, _, err := s.run(ctx, "report", reportScript, key, us(r.At), ev, r.Reason, r.DownFor.Milliseconds(),
 		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, burst, every, full, cut, grow, capUntil,
-		r.Owner, unleased, seq, tallyUntil, key, s.channel())
+		r.Owner, unleased, seq, tallyUntil, spacing, floor, key, s.channel())
 	return f, err
 }
 
@@ -402,8 +412,9 @@ type answer struct {
 }
 
 // answerLen is how many values a script answers: {v, ds, du, np, pu, w,
-// n, p, r, granted, bad, b, e, fu, mi, c, ca, cu, s, slot}.
-const answerLen = 20
+// n, p, r, granted, bad, b, e, fu, mi, c, ca, cu, s, slot, sp, fl, nx,
+// tu}.
+const answerLen = 24
 
 // decode reads a script's answer (answerLen values), bad counting the
 // fields of the key's facts the script read as nothing (malformed, or
@@ -414,9 +425,10 @@ func decode(v []any) (answer, error) {
 		return answer{}, fmt.Errorf("a script answered %d values, not %d", len(v), answerLen)
 	}
 	// The numbers in the order facts takes them (a notice's): v, ds, du,
-	// np, pu, w, n, then b, e, fu, mi, c, ca, cu, s; and the slot.
+	// np, pu, w, n, then b, e, fu, mi, c, ca, cu, s, sp, fl, nx, tu; and
+	// the slot.
 	var n [numFacts]int64
-	idx := [numFacts + 1]int{0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 19}
+	idx := [numFacts + 1]int{0, 1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16, 17, 18, 20, 21, 22, 23, 19}
 	var slot int64
 	for i, j := range idx {
 		x, ok := v[j].(int64)
@@ -444,11 +456,12 @@ func decode(v []any) (answer, error) {
 }
 
 // numFacts is how many numbers encode Facts: v, ds, du, np, pu, w, n, b,
-// e, fu, mi, gr, ca, cu, s.
-const numFacts = 15
+// e, fu, mi, gr, ca, cu, s, sp, fl, nx, tu.
+const numFacts = 19
 
 // facts builds Facts from their encoded numbers (v, ds, du, np, pu, w, n,
-// b, e, fu, mi, gr, ca, cu, s: times in ms but e, fu, gr and ca, in µs)
+// b, e, fu, mi, gr, ca, cu, s, sp, fl, nx, tu: times in ms but e, fu, gr,
+// ca, sp, fl and nx, in µs)
 // and strings, and reports whether each is in range.
 func facts(n [numFacts]int64, prober, reason string) (store.Facts, bool) {
 	if len(prober) > maxProber || len(reason) > maxReason {
@@ -456,7 +469,7 @@ func facts(n [numFacts]int64, prober, reason string) (store.Facts, bool) {
 	}
 	// The largest value of each number.
 	limits := [numFacts]int64{maxVersion, maxMS, maxMS, maxMS, maxMS, maxMS, maxRetries,
-		maxBurst, maxMS, maxUS, maxCount, maxMS, maxUS, maxMS, maxCount}
+		maxBurst, maxMS, maxUS, maxCount, maxMS, maxUS, maxMS, maxCount, maxMS, maxMS, maxUS, maxMS}
 	for i, x := range n {
 		if x < 0 || x > limits[i] {
 			return store.Facts{}, false
@@ -480,6 +493,10 @@ func facts(n [numFacts]int64, prober, reason string) (store.Facts, bool) {
 		CutAt:       fromUS(n[12]),
 		CapUntil:    fromMS(n[13]),
 		InFlight:    int(n[14]),
+		Spacing:     time.Duration(n[15]) * time.Microsecond,
+		Floor:       time.Duration(n[16]) * time.Microsecond,
+		Next:        fromUS(n[17]),
+		TaughtUntil: fromMS(n[18]),
 	}, true
 }
 

@@ -2,9 +2,9 @@
 // and the stores that keep what their calls share, the way
 // database/sql/driver serves the authors of database drivers: it is for
 // whoever writes a store or tests one. A user of llmretry names none of it
-// but the Store interface, if that: llmretry.Coordination.Store left nil
+// but the Store interface, if that: coordination.Config.Store left nil
 // gives each Transport a store of its own in memory,
-// llmretry.NewMemoryStore makes one that a process's Transports share,
+// coordination.NewMemoryStore makes one that a process's Transports share,
 // and redisstore.New one that a fleet of processes shares. The package
 // depends on the standard library alone.
 //
@@ -35,6 +35,7 @@
 // least until the lease ends), the probe lease at ProbeUntil (one probe
 // interval), the server wait at WaitUntil, a retry or send lease at its
 // Lease.Until, the pace at Full, the limit on calls in flight at CapUntil,
+// what 429s taught of the key's rate at TaughtUntil,
 // a process's tally of its calls in flight without a send lease at its
 // Report.TallyUntil. A store judges lapse by the times its callers pass
 // (At, Until, now), so processes that share a store need clocks that
@@ -97,7 +98,7 @@
 //		})
 //	}
 //
-// The in-process store (llmretry.NewMemoryStore) and redisstore (against
+// The in-process store (coordination.NewMemoryStore) and redisstore (against
 // a real redis-server, with several clients as the fleet) both pass it.
 //
 // # The reference: redisstore

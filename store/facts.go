@@ -49,7 +49,45 @@ type Facts struct {
 	// counts: live send leases, and the calls each process said it has in
 	// flight without one (its tally; see Report.Owner).
 	InFlight int
+
+	// Spacing, Floor, Next and TaughtUntil are what the key's 429s taught
+	// of a rate its provider enforces below the one its headers publish (a
+	// per-minute figure enforced over a second, a limit on sudden growth):
+	// its sends go at least Spacing apart, the next no sooner than Next,
+	// until TaughtUntil. Spacing climbs back (shrinks) with each send
+	// granted under it (see Climb), never below Floor, the least time a
+	// 429's stated wait proved one request takes to come back. All four
+	// are zero when nothing is taught.
+	Spacing, Floor    time.Duration
+	Next, TaughtUntil time.Time
 }
+
+// LessonHold is how long what 429s taught a key (Facts.Spacing) outlives
+// the last 429 that taught it and the last send granted under it.
+const LessonHold = time.Minute
+
+// Climb returns the spacing a key's sends take after one more send is
+// granted under spacing: the rate rises by half a request a second with
+// each send (so by about 1.65 times a second while sends keep going at
+// it: less than a provider's acceleration limit allows, a doubling), and
+// never above the rate floor allows. It is computed in whole
+// microseconds, as every store computes it.
+func Climb(spacing, floor time.Duration) time.Duration {
+	us := spacing.Microseconds()
+	next := time.Duration(us*climbScale/(climbScale+us)) * time.Microsecond
+	if us > climbCap {
+		next = spacing // beyond any spacing a process writes: as it is
+	}
+	return max(next, floor)
+}
+
+// climbScale is Climb's 2 s in microseconds, and climbCap the largest
+// spacing it computes on (an hour: climbScale × climbCap stays within
+// 2^53, so a store's Lua numbers compute it exactly).
+const (
+	climbScale = 2_000_000
+	climbCap   = 3_600_000_000
+)
 
 // Down reports whether f says the key is down at now.
 func (f Facts) Down(now time.Time) bool {
@@ -74,6 +112,11 @@ func (f Facts) Paced(now time.Time) bool {
 // Capped reports whether the key's calls in flight are limited at now.
 func (f Facts) Capped(now time.Time) bool {
 	return f.MaxInFlight > 0 && now.Before(f.CapUntil)
+}
+
+// Taught reports whether what 429s taught of the key's rate holds at now.
+func (f Facts) Taught(now time.Time) bool {
+	return f.Spacing > 0 && now.Before(f.TaughtUntil)
 }
 
 // Cap returns the limit on the key's calls in flight at now: MaxInFlight,

@@ -65,3 +65,32 @@ func TestFactsCap(t *testing.T) {
 		assert.Equal(t, tc.want, tc.f.Cap(tc.at), tc.name)
 	}
 }
+
+// Climb raises the rate by half a request a second per send, in whole
+// microseconds, never past the floor, and leaves a spacing it cannot
+// compute exactly as it is.
+func TestClimb(t *testing.T) {
+	assert.Equal(t, 666666*time.Microsecond, store.Climb(time.Second, 0), "1/s + 0.5/s = 1.5/s")
+	assert.Equal(t, 799999*time.Microsecond, store.Climb(time.Second+time.Second/3, 0), "0.75/s + 0.5/s = 1.25/s, in whole µs")
+	assert.Equal(t, 900*time.Millisecond, store.Climb(time.Second, 900*time.Millisecond), "not below the floor")
+	assert.Equal(t, 2*time.Hour, store.Climb(2*time.Hour, 0), "beyond an hour: as it is")
+	// While sends keep going at it, the rate grows about e^0.5 ≈ 1.65
+	// times a second, from any rate.
+	rateAt := func(d time.Duration) float64 {
+		s := time.Second
+		for at := time.Duration(0); at < d; at += s {
+			s = store.Climb(s, 0)
+		}
+		return float64(time.Second) / float64(s)
+	}
+	for _, at := range []time.Duration{2 * time.Second, 5 * time.Second} {
+		assert.InDelta(t, 1.65, rateAt(at+time.Second)/rateAt(at), 0.15, "from %v", at)
+	}
+}
+
+func TestTaught(t *testing.T) {
+	now := time.Unix(1000, 0)
+	assert.False(t, store.Facts{}.Taught(now))
+	assert.True(t, store.Facts{Spacing: time.Second, TaughtUntil: now.Add(time.Second)}.Taught(now))
+	assert.False(t, store.Facts{Spacing: time.Second, TaughtUntil: now}.Taught(now), "lapsed at TaughtUntil")
+}

@@ -20,11 +20,12 @@ var ErrUnreachable = errors.New("llmretry: store unreachable")
 const VersionHold = time.Minute
 
 // Store keeps the facts that coordinated calls share about each provider
-// key (see llmretry.Coordination): whether the key is down, since when and
+// key (see package coordination): whether the key is down, since when and
 // why, who may probe it and until when, when the provider's requested
 // wait ends, how many retries on calls' own schedules are in flight, the
-// pace a spent rate limit sets, and the limit on calls in flight a 429
-// taught with the calls in flight counted against it. Every fact has an
+// pace a spent rate limit sets, the limit on calls in flight a 429
+// taught with the calls in flight counted against it, and the rate 429s
+// taught where the published limit was wrong. Every fact has an
 // expiry; a store forgets a key once none of its facts is live.
 //
 // A Store holds facts only. What waits on them — held calls, their
@@ -33,12 +34,12 @@ const VersionHold = time.Minute
 // fed by the store's answers and by Watch. A call whose key is quiet in
 // that view makes no store call at all; a process writes only when a
 // failure, a recovery, a probe, a budgeted retry, a server wait, a spent
-// rate limit or a 429's limit changes a fact, and, while a key is paced or
+// rate limit or a 429's limit or lesson changes a fact, and, while a key is paced, taught or
 // limited, for each send (and, while it is limited, for the send's end and
 // the process's count of its calls in flight without a send lease).
 //
-// llmretry.Coordination.Store nil means an in-process store (of the kind
-// llmretry.NewMemoryStore returns): one per Transport. A shared store
+// coordination.Config.Store nil means an in-process store (of the kind
+// coordination.NewMemoryStore returns): one per Transport. A shared store
 // (github.com/llmretry/llmretry/redisstore) lets a fleet of processes
 // coordinate as one. A Store belongs to whoever made it: a Transport
 // calls it and watches it, and never closes it.
@@ -59,8 +60,9 @@ const VersionHold = time.Minute
 //   - Load returns the facts of key as they are at now, without the lapsed
 //     ones (a lapsed fact reads as its zero value): the pace (Burst, Every,
 //     Full) lapses at Full, the limit on calls in flight (MaxInFlight,
-//     Grow, CutAt, CapUntil) at CapUntil, and InFlight counts the send
-//     leases and tallies live at now.
+//     Grow, CutAt, CapUntil) at CapUntil, what 429s taught (Spacing,
+//     Floor, Next, TaughtUntil) at TaughtUntil, and InFlight counts the
+//     send leases and tallies live at now.
 //   - Report records what one attempt's result says of the provider. If
 //     r.Prober holds the probe lease, the lease ends. ProviderDown: a key
 //     that is not down at r.At goes down (DownSince r.At, NextProbe
@@ -91,13 +93,23 @@ const VersionHold = time.Minute
 //     later of itself and r.CapUntil. Without r.Cut, a tally that rose on
 //     a limited key raises MaxInFlight to InFlight if it is lower (the
 //     provider took those calls at once).
-//   - TakeSend asks for the next send of a paced or limited key. If the
-//     key is paced at l.At, its slot is s = max(l.At, Full −
-//     (Burst−1)·Every), else s = l.At. Nothing is granted if s is after
-//     l.Until (TakeSend returns s), or if limit > 0 and InFlight (send
-//     leases and tallies) is limit or more (it returns the zero time). Otherwise a paced key's
-//     Full becomes max(Full, s) + Every, l.Holder takes a send lease until
-//     l.Until if limit > 0, and TakeSend returns s and true.
+//     r.Spacing or r.Floor positive teaches the key a rate (Facts.Taught):
+//     with s = max(r.Spacing, r.Floor), a key not taught at r.At takes
+//     Spacing s, Floor r.Floor and Next r.At+s; a taught one takes the
+//     longer Spacing and the longer Floor, and Next the later of itself
+//     and r.At+s; either way Spacing is at least Floor, and TaughtUntil
+//     the later of itself and r.At+LessonHold.
+//   - TakeSend asks for the next send of a paced, limited or taught key.
+//     If the key is paced at l.At, its slot is s = max(l.At, Full −
+//     (Burst−1)·Every), else s = l.At; if it is taught at l.At, s is at
+//     least Next. Nothing is granted if s is after l.Until (TakeSend
+//     returns s), or if limit > 0 and InFlight (send leases and tallies) is
+//     limit or more (it returns the zero time). Otherwise a paced key's
+//     Full becomes max(Full, s) + Every; a taught key's Next becomes s +
+//     Spacing, then its Spacing Climb(Spacing, Floor) and its TaughtUntil
+//     the later of itself and s+LessonHold (a store may keep it to the
+//     millisecond, rounded up); l.Holder takes a send lease
+//     until l.Until if limit > 0, and TakeSend returns s and true.
 //   - Release ends any lease holder holds (a probe sent without a result,
 //     a retry or a send that ended); releasing what is not held does
 //     nothing.
@@ -210,6 +222,12 @@ type Report struct {
 	Cut      bool
 	Grow     time.Duration
 	CapUntil time.Time
+	// Spacing and Floor, if either is positive, teach the key a rate its
+	// provider enforces below the one it publishes: a 429 came where the
+	// pace (or the published limit) said there was room. Its sends go at
+	// least max(Spacing, Floor) apart; Floor is what the 429's stated wait
+	// proved (see Facts).
+	Spacing, Floor time.Duration
 }
 
 // Evidence is what one attempt's result says of its provider. The zero

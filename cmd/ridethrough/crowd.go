@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
 )
 
 // maxCalls bounds -calls: each call is a goroutine and a connection.
@@ -28,8 +29,8 @@ type crowdResult struct {
 // through.
 func runCrowd(cfg config, stdout, stderr io.Writer) int {
 	policy := llmretry.Policy{Waits: cfg.waits, Reserve: cfg.reserve}
-	coordination := llmretry.Coordination{ProbeInterval: cfg.probe, ReleaseSpread: max(cfg.probe/5, time.Millisecond)}
-	if _, err := llmretry.NewCoordinated(nil, policy, coordination); err != nil {
+	coordinated := coordination.Config{ProbeInterval: cfg.probe, ReleaseSpread: max(cfg.probe/5, time.Millisecond)}
+	if _, err := llmretry.NewCoordinated(nil, policy, coordinated); err != nil {
 		fmt.Fprintf(stderr, "ridethrough: %v\n", err)
 		return exitUsage
 	}
@@ -47,7 +48,7 @@ func runCrowd(cfg config, stdout, stderr io.Writer) int {
 			}, nil
 		}},
 		{fmt.Sprintf("one coordinated Transport (probe every %v at most)", cfg.probe), func(base http.RoundTripper) (func() http.RoundTripper, error) {
-			rt, err := llmretry.NewCoordinated(base, policy, coordination)
+			rt, err := llmretry.NewCoordinated(base, policy, coordinated)
 			return func() http.RoundTripper { return rt }, err
 		}},
 	}

@@ -13,15 +13,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmretry/llmretry/coordination"
+	"github.com/llmretry/llmretry/internal/memstore"
 	"github.com/llmretry/llmretry/store"
 )
 
 // Coordinator is the coordination layer of a Transport made by
 // llmretry.NewCoordinated: the provider keys its calls use, each with a
 // local view of the key's facts (fed by the store's answers and notices)
-// and the calls held on it. The core knows it only through the seam in the
-// root's gatekeeper.go: each call's Call (gate.go), which Join makes, is
-// that call's gatekeeper, through the root's adapter.
+// and the calls held on it. The core knows it only through the seam
+// (seam.go): it is the Transport's Gatekeepers, and each call's Call
+// (gate.go), which Join makes, is that call's Gatekeeper.
 //
 // Its map of keys is read without a lock on every call; a key's view is an
 // atomic pointer, so a call to a quiet key takes no lock and makes no
@@ -30,17 +32,18 @@ import (
 // A Coordinator is safe for concurrent use. Its zero value is not usable:
 // New makes one, and returns the function that stops it.
 type Coordinator struct {
-	cfg   Config
+	cfg   coordination.Config // the user's, its defaults filled in (see resolve)
+	core  Core
 	seed  maphash.Seed
 	owner string        // this coordinator's part of lease holders' names
 	seq   atomic.Uint64 // the rest of them
 
-	shared   store.Store  // cfg.Store, or the in-process store
-	local    *memStore    // the fallback while shared fails; nil if shared is in-process
-	fallback atomic.Int64 // until when (Unix ns) the fallback is used for every key
-	maxWait  atomic.Int64 // the longest server wait its calls' policies honour (ns)
-	horizon  atomic.Int64 // the longest time its calls may wait for a send (ns)
-	own      bool         // the store is this coordinator's own: its counts are the whole fleet's
+	shared   store.Store     // cfg.Store, or the in-process store
+	local    *memstore.Store // the fallback while shared fails; nil if shared is in-process
+	fallback atomic.Int64    // until when (Unix ns) the fallback is used for every key
+	maxWait  atomic.Int64    // the longest server wait its calls' policies honour (ns)
+	horizon  atomic.Int64    // the longest time its calls may wait for a send (ns)
+	own      bool            // the store is this coordinator's own: its counts are the whole fleet's
 
 	keys      sync.Map     // keyID → *keyState
 	names     sync.Map     // the store's key name → *keyState, for notices
@@ -56,24 +59,26 @@ type Coordinator struct {
 // maxUnknown bounds the notices kept for keys this process does not use.
 const maxUnknown = 4096
 
-// sweepEvery is how often, at most, the coordinator and the in-process
-// store look for keys to forget.
-const sweepEvery = time.Minute
+// sweepEvery is how often, at most, the coordinator looks for keys to
+// forget: the in-process store's, so that both forget a key at once.
+const sweepEvery = memstore.SweepEvery
 
 // downFor is how long a failure keeps a key down, in probe intervals: the
 // down state lapses that long after the last failure that confirmed it
 // (while calls are held, probes keep confirming it).
 const downFor = 3
 
-// New returns a Coordinator for cfg, and the function that stops its
-// subscription to the store's notices.
-func New(cfg Config) (*Coordinator, func()) {
-	co := &Coordinator{cfg: cfg, seed: maphash.MakeSeed(), owner: randomName()}
-	if cfg.Store == nil {
-		co.shared, co.own = newMemStore(sweepEvery), true
+// New returns a Coordinator for the user's c (its zero fields read as
+// their defaults, see resolve) over the core's core, and the function
+// that stops its subscription to the store's notices. c must be valid
+// (coordination.Config.Validate): the root's NewCoordinated checks it.
+func New(c coordination.Config, core Core) (*Coordinator, func()) {
+	co := &Coordinator{cfg: resolve(c), core: core, seed: maphash.MakeSeed(), owner: randomName()}
+	if c.Store == nil {
+		co.shared, co.own = memstore.New(), true
 	} else {
-		co.shared = cfg.Store
-		co.local = newMemStore(sweepEvery)
+		co.shared = c.Store
+		co.local = memstore.New()
 	}
 	stop := co.shared.Watch(co.notice)
 	if co.local == nil {
@@ -81,6 +86,32 @@ func New(cfg Config) (*Coordinator, func()) {
 	}
 	stopLocal := co.local.Watch(co.noticeFallback)
 	return co, func() { stop(); stopLocal() }
+}
+
+// The defaults of coordination.Config's zero fields, as its field docs
+// state them.
+const (
+	defaultProbeInterval = 5 * time.Second
+	defaultReleaseSpread = time.Second
+	defaultRetryBudget   = 0.2 // Envoy's
+	defaultMinRetries    = 3
+)
+
+// resolve returns c with its zero fields set to their defaults.
+func resolve(c coordination.Config) coordination.Config {
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = defaultProbeInterval
+	}
+	if c.ReleaseSpread == 0 {
+		c.ReleaseSpread = defaultReleaseSpread
+	}
+	if c.RetryBudget == 0 {
+		c.RetryBudget = defaultRetryBudget
+	}
+	if c.MinRetries == 0 {
+		c.MinRetries = defaultMinRetries
+	}
+	return c
 }
 
 // randomName returns 8 random bytes in hex.
@@ -143,7 +174,7 @@ type view struct {
 }
 
 // source says which store facts came from: the shared one (or the
-// in-process store of a Transport without Coordination.Store), or the
+// in-process store of a Transport without coordination.Config.Store), or the
 // in-process fallback used while the shared one fails.
 type source int8
 
@@ -155,7 +186,7 @@ const (
 // live reports whether any of f's facts is live at now.
 func live(f store.Facts, now time.Time) bool {
 	return f.Down(now) || f.Probing(now) || f.Waiting(now) || f.Retries > 0 ||
-		f.Paced(now) || f.Capped(now) || f.InFlight > 0
+		f.Paced(now) || f.Capped(now) || f.InFlight > 0 || f.Taught(now)
 }
 
 // facts returns the key's facts as this process knows them at now: the
@@ -255,8 +286,8 @@ func (co *Coordinator) maybeSweep(now time.Time) {
 // sweep is maybeSweep's work, done now; the in-process stores sweep too.
 func (co *Coordinator) sweep(now time.Time) {
 	for _, s := range [...]store.Store{co.shared, co.local} {
-		if ms, ok := s.(*memStore); ok && ms != nil {
-			ms.sweep(now)
+		if ms, ok := s.(*memstore.Store); ok && ms != nil {
+			ms.Sweep(now)
 		}
 	}
 	co.umu.Lock()
@@ -445,7 +476,7 @@ func (co *Coordinator) fallBack(ctx context.Context, k *keyState, now time.Time)
 		// told; its attempts under the shared store's leases stay in it.
 		rest = max(0, f.InFlight-int(k.tallied.Load()))
 	}
-	co.local.adopt(k.name, f, fleetOwner, rest, now.Add(capLifeMul*co.cfg.ProbeInterval), now)
+	co.local.Adopt(k.name, f, fleetOwner, rest, now.Add(capLifeMul*co.cfg.ProbeInterval), now)
 	if k.unleased() > 0 && f.Capped(now) {
 		r := store.Report{At: now}
 		co.tallyInto(k, &r, now)
@@ -514,7 +545,7 @@ func (co *Coordinator) let(ctx context.Context, k *keyState, holder string, now 
 		if s == co.local && co.local != nil && !strings.HasSuffix(holder, localMark) {
 			// The fallback counts the lease among the fleet's calls.
 			k.owe(holder, now)
-			co.local.uncount(k.name, fleetOwner, now)
+			co.local.Uncount(k.name, fleetOwner, now)
 		}
 		f, err := s.Release(ctx, k.name, holder, now)
 		return f, true, err
@@ -583,7 +614,8 @@ func (co *Coordinator) honours(d time.Duration) {
 // probe lease or next probe more than a probe interval off, no down state
 // beyond its lapse rule (and a lease's), no down since in the future, and
 // no server wait longer than any its calls honour (at least
-// Config.MaxRetryAfter), which is read as none. What a store holds that
+// Config.MaxRetryAfter), which is read as none; a pace, a limit on calls in
+// flight and a lesson within what this process writes. What a store holds that
 // no process of the fleet wrote (a forged notice, a rewritten record)
 // then holds calls no longer than the fleet's own facts could; what is
 // read again once it is gone leaves no trace.
@@ -601,14 +633,14 @@ func (co *Coordinator) clamp(f store.Facts, now time.Time) store.Facts {
 	if f.DownSince.After(now) {
 		f.DownSince = now
 	}
-	if f.WaitUntil.Sub(now) > max(time.Duration(co.maxWait.Load()), co.cfg.MaxRetryAfter) {
+	if f.WaitUntil.Sub(now) > max(time.Duration(co.maxWait.Load()), co.core.MaxRetryAfter) {
 		f.WaitUntil = time.Time{}
 	}
 	f.Retries = max(f.Retries, 0)
 	// A pace: no wait for one request longer than any call honours, no
 	// bucket beyond maxBurst, no full instant beyond the longest any call
 	// of this process waits for a send.
-	wait := max(time.Duration(co.maxWait.Load()), co.cfg.MaxRetryAfter)
+	wait := max(time.Duration(co.maxWait.Load()), co.core.MaxRetryAfter)
 	if f.Every <= 0 || f.Every > wait || f.Burst <= 0 || f.Burst > maxBurst {
 		f.Burst, f.Every, f.Full = 0, 0, time.Time{}
 	} else if lim := now.Add(max(time.Duration(co.horizon.Load()), wait) + f.Every); f.Full.After(lim) {
@@ -628,6 +660,20 @@ func (co *Coordinator) clamp(f store.Facts, now time.Time) store.Facts {
 		}
 	}
 	f.InFlight = min(max(f.InFlight, 0), maxBurst)
+	// A lesson: no spacing or floor longer than any call honours a wait,
+	// no next send beyond the longest any call of this process waits for
+	// one, no life longer than a send that far off gives it.
+	reach := max(time.Duration(co.horizon.Load()), wait)
+	if f.Spacing <= 0 || f.Spacing > wait || f.Floor < 0 || f.Floor > wait {
+		f.Spacing, f.Floor, f.Next, f.TaughtUntil = 0, 0, time.Time{}, time.Time{}
+	} else {
+		if lim := now.Add(reach + f.Spacing); f.Next.After(lim) {
+			f.Next = lim
+		}
+		if lim := now.Add(reach + store.LessonHold); f.TaughtUntil.After(lim) {
+			f.TaughtUntil = lim
+		}
+	}
 	return f
 }
 

@@ -5,58 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/coordination"
+	"github.com/llmretry/llmretry/internal/memstore"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/llmretry/llmretry/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// testConfig returns c with the root's defaults where it is zero (see
-// llmretry.Coordination), and the core's stream test in its plainest
-// form.
-func testConfig(c Config) Config {
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = 5 * time.Second
+// testCore is what the root gives a Coordinator: llmretry's default
+// MaxRetryAfter, and its stream test in its plainest form.
+func testCore() Core {
+	return Core{
+		MaxRetryAfter: 5 * time.Minute,
+		IsStream: func(resp *http.Response) bool {
+			return resp.StatusCode/100 == 2 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+		},
 	}
-	if c.ReleaseSpread == 0 {
-		c.ReleaseSpread = time.Second
-	}
-	if c.RetryBudget == 0 {
-		c.RetryBudget = 0.2
-	}
-	if c.MinRetries == 0 {
-		c.MinRetries = 3
-	}
-	if c.MaxRetryAfter == 0 {
-		c.MaxRetryAfter = 5 * time.Minute
-	}
-	c.IsStream = func(resp *http.Response) bool {
-		return resp.StatusCode/100 == 2 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	}
-	return c
-}
-
-// keyFailStore fails every operation on one key, as a Redis key of the
-// wrong type would, or every key with ErrStoreUnreachable.
-type keyFailStore struct {
-	store.Store
-	bad  string
-	wide bool
-}
-
-func (s *keyFailStore) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
-	if key == s.bad {
-		if s.wide {
-			return store.Facts{}, fmt.Errorf("test: %w", store.ErrUnreachable)
-		}
-		return store.Facts{}, errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
-	}
-	return s.Store.Report(ctx, key, r)
 }
 
 // A store error on one key sends that key alone to the in-process
@@ -64,18 +36,29 @@ func (s *keyFailStore) Report(ctx context.Context, key string, r store.Report) (
 func TestCoordinatedKeyFailsAlone(t *testing.T) {
 	for _, wide := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
-			shared := NewMemoryStore()
+			shared := memstore.New()
 			req := func(auth string) *http.Request {
 				r, _ := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
 				r.Header.Set("Authorization", auth)
 				return r
 			}
-			fs := &keyFailStore{Store: shared, wide: wide}
-			co, stop := New(testConfig(Config{Store: fs, ProbeInterval: time.Second}))
+			// Every Report on one key fails, as it does on a Redis key of
+			// the wrong type, or with ErrUnreachable.
+			var bad atomic.Pointer[string]
+			fs := &testkit.Store{Store: shared, Fail: func(op testkit.Op, key string) error {
+				switch {
+				case op != testkit.OpReport || bad.Load() == nil || key != *bad.Load():
+					return nil
+				case wide:
+					return fmt.Errorf("test: %w", store.ErrUnreachable)
+				}
+				return errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+			}}
+			co, stop := New(coordination.Config{Store: fs, ProbeInterval: time.Second}, testCore())
 			defer stop()
 			kx, _ := co.enter(req("x"), 0)
 			ky, _ := co.enter(req("y"), 0)
-			fs.bad = kx.name
+			bad.Store(&kx.name)
 			now := time.Now()
 			co.use(context.Background(), kx, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 				f, err := s.Report(ctx, kx.name, store.Report{At: now, Evidence: store.ProviderDown, DownFor: time.Minute, NextProbe: now})
@@ -97,7 +80,7 @@ func TestCoordinatedKeyFailsAlone(t *testing.T) {
 // a lease, a next probe and a down state no further off than its own, and
 // a wait longer than any its calls honour as none.
 func TestCoordinatedClampsFacts(t *testing.T) {
-	co, stop := New(testConfig(Config{ProbeInterval: time.Second}))
+	co, stop := New(coordination.Config{ProbeInterval: time.Second}, testCore())
 	defer stop()
 	now := time.Now()
 	far := now.Add(10 * 365 * 24 * time.Hour)
@@ -123,11 +106,11 @@ func TestCoordinatedClampsFacts(t *testing.T) {
 // (read as none), no cut in the future, no life longer than its own, a
 // growth between its two steps, no negative count.
 func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
-	co, stop := New(testConfig(Config{ProbeInterval: time.Second}))
+	co, stop := New(coordination.Config{ProbeInterval: time.Second}, testCore())
 	defer stop()
 	now := time.Now()
 	far := now.Add(10 * 365 * 24 * time.Hour)
-	wait := testConfig(Config{}).MaxRetryAfter
+	wait := testCore().MaxRetryAfter
 
 	f := co.clamp(store.Facts{Burst: 10, Every: 10 * 365 * 24 * time.Hour, Full: far}, now)
 	assert.Zero(t, f.Every, "a pace slower than any call honours is none")
@@ -156,48 +139,6 @@ func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
 	assert.Equal(t, 9, f.Cap(now.Add(co.growStep())), "not so slow it never grows")
 }
 
-// outageStore fails every operation with ErrStoreUnreachable while down,
-// as a Redis store does when its calls overrun their Timeout.
-type outageStore struct {
-	store.Store
-	down atomic.Bool
-}
-
-func (s *outageStore) fail() error {
-	if s.down.Load() {
-		return fmt.Errorf("test: %w", store.ErrUnreachable)
-	}
-	return nil
-}
-
-func (s *outageStore) Load(ctx context.Context, key string, now time.Time) (store.Facts, error) {
-	if err := s.fail(); err != nil {
-		return store.Facts{}, err
-	}
-	return s.Store.Load(ctx, key, now)
-}
-
-func (s *outageStore) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
-	if err := s.fail(); err != nil {
-		return store.Facts{}, err
-	}
-	return s.Store.Report(ctx, key, r)
-}
-
-func (s *outageStore) TakeSend(ctx context.Context, key string, l store.Lease, limit int) (store.Facts, time.Time, bool, error) {
-	if err := s.fail(); err != nil {
-		return store.Facts{}, time.Time{}, false, err
-	}
-	return s.Store.TakeSend(ctx, key, l, limit)
-}
-
-func (s *outageStore) Release(ctx context.Context, key, holder string, now time.Time) (store.Facts, error) {
-	if err := s.fail(); err != nil {
-		return store.Facts{}, err
-	}
-	return s.Store.Release(ctx, key, holder, now)
-}
-
 // takeSend asks co's store for a send lease on k under limit, as the gate
 // does, and returns its holder ("" if refused).
 func takeSend(co *Coordinator, k *keyState, limit int) string {
@@ -214,17 +155,26 @@ func takeSend(co *Coordinator, k *keyState, limit int) string {
 }
 
 // outageRig returns a coordinator over a shared in-process store that
-// fails while fs.down is set (probe interval 1 s), and its key for one
+// fails while down is set (probe interval 1 s), and its key for one
 // request; the coordinator stops with t.
-func outageRig(t *testing.T) (store.Store, *outageStore, *Coordinator, *keyState) {
-	shared := NewMemoryStore()
-	fs := &outageStore{Store: shared}
-	co, stop := New(testConfig(Config{Store: fs, ProbeInterval: time.Second}))
+func outageRig(t *testing.T) (store.Store, *atomic.Bool, *Coordinator, *keyState) {
+	shared := memstore.New()
+	down := new(atomic.Bool)
+	fs := &testkit.Store{Store: shared, Fail: func(op testkit.Op, _ string) error {
+		// Every operation fails while down, as a Redis store's do when
+		// they overrun their Timeout (but the probe's and the budget's,
+		// which these tests do not ask).
+		if op != testkit.OpTakeProbe && op != testkit.OpTakeRetry && down.Load() {
+			return fmt.Errorf("test: %w", store.ErrUnreachable)
+		}
+		return nil
+	}}
+	co, stop := New(coordination.Config{Store: fs, ProbeInterval: time.Second}, testCore())
 	t.Cleanup(stop)
 	req, err := http.NewRequest("POST", "https://api.example.com/v1/chat", nil)
 	require.NoError(t, err)
 	k, _ := co.enter(req, 0)
-	return shared, fs, co, k
+	return shared, down, co, k
 }
 
 // A lease is ended at the store that granted it: one the shared store
@@ -235,7 +185,7 @@ func outageRig(t *testing.T) (store.Store, *outageStore, *Coordinator, *keyState
 func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		shared, fs, co, k := outageRig(t)
+		shared, down, co, k := outageRig(t)
 		inFlight := func(s store.Store) int {
 			f, err := s.Load(ctx, k.name, time.Now())
 			require.NoError(t, err)
@@ -246,7 +196,7 @@ func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
 		require.NotEmpty(t, sharedLease)
 		require.Equal(t, 1, inFlight(shared))
 
-		fs.down.Store(true)
+		down.Store(true)
 		co.let(ctx, k, sharedLease, time.Now()) // fails over to the fallback
 		require.Same(t, co.local, co.store(k, time.Now()))
 		fallbackLease := takeSend(co, k, 4)
@@ -254,9 +204,9 @@ func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
 		assert.Equal(t, 1, inFlight(co.local), "the fallback's own lease (the one ended is no longer counted)")
 		assert.Equal(t, 1, inFlight(shared), "the shared store still counts the lease ended while it failed")
 
-		fs.down.Store(false)
+		down.Store(false)
 		time.Sleep(time.Second) // the fallback lasts a probe interval
-		require.Same(t, fs, co.store(k, time.Now()))
+		require.Same(t, co.shared, co.store(k, time.Now()))
 		co.let(ctx, k, fallbackLease, time.Now())
 		assert.Zero(t, inFlight(co.local), "the fallback's lease, ended in the fallback")
 		co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
@@ -275,7 +225,7 @@ func TestCoordinatedFallbackEndsLeasesWhereGranted(t *testing.T) {
 func TestCoordinatedFallbackCountsTheFleet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		shared, fs, co, k := outageRig(t)
+		shared, down, co, k := outageRig(t)
 		now := time.Now()
 		// Another process has 3 calls in flight; a 429 cut the limit to 4.
 		_, err := shared.Report(ctx, k.name, store.Report{At: now, Owner: "other", Unleased: 3, Seq: 1,
@@ -291,14 +241,14 @@ func TestCoordinatedFallbackCountsTheFleet(t *testing.T) {
 		limit := k.facts(now).Cap(now)
 		require.Equal(t, 3, limit, "cut to the 3 in flight then")
 
-		fs.down.Store(true)
+		down.Store(true)
 		assert.Empty(t, takeSend(co, k, limit), "no room: the fleet's 4 calls are counted in the fallback")
 		require.Same(t, co.local, co.store(k, time.Now()))
 		assert.NotEmpty(t, takeSend(co, k, limit+2), "room for one more than the fleet's 4")
 		assert.Empty(t, takeSend(co, k, limit+2))
 		assert.True(t, k.view.Load().fallback)
 
-		fs.down.Store(false)
+		down.Store(false)
 		time.Sleep(time.Second)
 		co.use(ctx, k, time.Now(), func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 			f, err := s.Load(ctx, k.name, time.Now())
@@ -307,5 +257,59 @@ func TestCoordinatedFallbackCountsTheFleet(t *testing.T) {
 		v := k.view.Load()
 		assert.False(t, v.fallback, "the shared store's facts replace the fallback's")
 		assert.Equal(t, 4, v.InFlight, "as the shared store counts")
+	})
+}
+
+// A view whose facts all lapsed is quiet again once a call reads it: the
+// key's next calls take the success path (no lock, no clock, no store
+// call). (Through a Transport: TestCoordinatedDownLapses.)
+func TestLapsedViewIsQuietAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		co, stop := New(coordination.Config{}, testCore())
+		defer stop()
+		ctx := context.Background()
+		req := mustRequest(t, ctx)
+		attempt(t, co, req, 0, HealthDown)
+		cc := co.join(req, testPolicy{}, 0)
+		defer cc.Leave()
+		assert.False(t, cc.k.quiet(), "down")
+		time.Sleep(time.Hour)
+		assert.False(t, cc.k.quiet(), "lapsed, not read since")
+		probe, err := cc.Admit(ctx, Admission{N: 1})
+		require.NoError(t, err)
+		assert.False(t, probe)
+		assert.True(t, cc.k.quiet(), "read: quiet again")
+	})
+}
+
+// An hour of silence after an outage on ten keys: the first call on a new
+// key sweeps the keys no call uses whose facts lapsed, at once (an outage
+// past costs its key one rebuild), here and in the Coordinator's own
+// store. (Through a Transport: TestCoordinatedSilenceLeavesNothing.)
+func TestSweepAfterSilence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		co, stop := New(coordination.Config{}, testCore())
+		defer stop()
+		ctx := context.Background()
+		withKey := func(key string) *http.Request {
+			req := mustRequest(t, ctx)
+			req.Header.Set("Authorization", "Bearer "+key)
+			return req
+		}
+		for i := range 10 {
+			attempt(t, co, withKey("key-"+strconv.Itoa(i)), 0, HealthDown)
+		}
+		require.Len(t, co.Stats(time.Now()), 10)
+		require.Equal(t, 10, co.StoreKeys())
+
+		time.Sleep(time.Hour)
+		cc := co.join(withKey("a-new-key"), testPolicy{}, 0)
+		st := co.Stats(time.Now())
+		require.Len(t, st, 1, "only the key just used: %v", st)
+		for _, k := range st {
+			assert.Equal(t, KeyStats{Calls: 1, Quiet: true}, k)
+		}
+		assert.Zero(t, co.StoreKeys(), "the store forgot every key")
+		cc.Leave()
 	})
 }

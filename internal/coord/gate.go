@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmretry/llmretry/coordination"
 	"github.com/llmretry/llmretry/internal/clock"
 	"github.com/llmretry/llmretry/store"
 )
@@ -25,9 +26,10 @@ import (
 // one panics.
 
 // Call is one call's part in its key's coordination: the leases it
-// holds and what it needs to ask for more. It belongs to the goroutine of
-// the call's RoundTrip: it is not safe for concurrent use. Its zero value
-// is not usable: Coordinator.Join makes one.
+// holds and what it needs to ask for more: the Gatekeeper of a
+// coordinated call. It belongs to the goroutine of the call's RoundTrip:
+// it is not safe for concurrent use. Its zero value is not usable:
+// Coordinator.Join makes one.
 type Call struct {
 	co     *Coordinator
 	k      *keyState
@@ -48,16 +50,23 @@ type Call struct {
 	wasProbe bool // the latest attempt went as the probe
 	leased   bool // the latest attempt went under a send lease
 	counted  bool // the latest attempt is counted in flight (begun, not ended)
+	turn     bool // the latest attempt went at a turn its key's pace or lesson gave it
 }
 
 // Join makes the call's part in the coordination of req's key, for a call
-// under policy p. The call's goroutine calls the Call's methods in the
-// order the root's gatekeeper interface states, and Leave last.
+// under policy p: its *Call, as the Gatekeeper the core calls. The call's
+// goroutine calls its methods in the order Gatekeeper states, and Leave
+// last.
 //
 // route is the route the call takes with req (0 its primary, k its
 // policy's Fallback[k-1]): each route is a key of its own, even to the
 // same host with the same credential.
-func (co *Coordinator) Join(req *http.Request, p Policy, route int) *Call {
+func (co *Coordinator) Join(req *http.Request, p Policy, route int) Gatekeeper {
+	return co.join(req, p, route)
+}
+
+// join is Join, as the *Call it makes.
+func (co *Coordinator) join(req *http.Request, p Policy, route int) *Call {
 	k, stripe := co.enter(req, route)
 	if wait := p.MaxServerWait(); int64(wait) > co.maxWait.Load() {
 		co.honours(wait)
@@ -98,7 +107,7 @@ func (cc *Call) Leave() {
 
 // Admit holds attempt a until its key lets it through (see pass), and
 // reports whether it goes as the key's probe. Its error is ctx's, or a
-// *Refused when the call cannot wait as long as the hold may last, or,
+// *coordination.HeldError when the call cannot wait as long as the hold may last, or,
 // with a.Elsewhere, when the key is down and the attempt may not go as its
 // probe now (see Admission). A first attempt to a quiet key passes at
 // once, with no store call.
@@ -139,7 +148,7 @@ func (cc *Call) Begin() {
 // (read to its end, failed or closed): a provider counts its connection
 // until its last byte.
 func (cc *Call) End(ctx context.Context, resp *http.Response) {
-	if cc.send != "" && resp != nil && cc.co.cfg.IsStream(resp) {
+	if cc.send != "" && resp != nil && cc.co.core.IsStream(resp) {
 		resp.Body = &leasedBody{ReadCloser: resp.Body, ctx: context.WithoutCancel(ctx), co: cc.co, k: cc.k, holder: cc.send}
 		cc.send, cc.counted, cc.leased = "", false, true
 		return
@@ -362,11 +371,11 @@ const (
 // pass holds the call's attempt a until its key lets it through. It
 // returns an error, without the attempt being sent, when ctx ends (the
 // context's error) or the call cannot wait as long as the hold may last (a
-// *Refused), or, with a.Elsewhere, the key is down and the attempt may not
-// go as its probe now (a *Refused). A retry (a.N above 1) counts against
+// *coordination.HeldError), or, with a.Elsewhere, the key is down and the attempt may not
+// go as its probe now (a *coordination.HeldError). A retry (a.N above 1) counts against
 // the key's retry budget; a first attempt does not.
 func (cc *Call) pass(ctx context.Context, a Admission) error {
-	cc.wasProbe = false
+	cc.wasProbe, cc.turn = false, false
 	budget := 0
 	if a.N > 1 {
 		budget = cc.co.budget(cc.k.calls.load())
@@ -445,7 +454,7 @@ func (l *lane) look(a Admission, now time.Time) {
 				l.wake = earlier(l.wake, now.Add(iv))
 			}
 		}
-	case f.Paced(now) || f.Capped(now):
+	case f.Paced(now) || f.Capped(now) || f.Taught(now):
 		l.g = gatePace
 	case l.budget > 0 && !l.exempt:
 		l.g = gateBudget
@@ -469,7 +478,7 @@ func (l *lane) register(a Admission, now time.Time) {
 // was held), or grants it the probe lease, a retry lease or a send under
 // its pace. It returns an error, without the attempt being sent, when ctx
 // ends (the context's error) or the call cannot wait on any of them as
-// long as the hold may last (a *Refused, of lanes[0]'s key), or, with
+// long as the hold may last (a *coordination.HeldError, of lanes[0]'s key), or, with
 // a.Elsewhere (one lane), the key is down and the attempt may not go as
 // its probe now.
 //
@@ -506,8 +515,8 @@ func hold(ctx context.Context, a Admission, lanes []lane) (int, error) {
 		if h != nil {
 			start = h.Start
 		}
-		h.end(HoldGaveUp)
-		d := l.cc.downError(l.f, g, now, start)
+		h.end(coordination.HoldGaveUp)
+		d := l.cc.heldError(l.f, g, now, start)
 		if !l.late.IsZero() {
 			d.Until, d.Left = l.late, l.late.Sub(now)
 		}
@@ -521,7 +530,7 @@ turns:
 			// Every turn, whatever the last one read: the call's own
 			// limits and context come first.
 			if err := ctx.Err(); err != nil {
-				h.end(HoldCanceled)
+				h.end(coordination.HoldCanceled)
 				return 0, err
 			}
 			if !latest.IsZero() && !now.Before(latest) {
@@ -551,13 +560,13 @@ turns:
 					}
 					if room > 0 {
 						if err := clock.Sleep(ctx, randN(room)); err != nil {
-							h.end(HoldCanceled)
+							h.end(coordination.HoldCanceled)
 							return 0, err
 						}
 						continue turns
 					}
 				}
-				h.end(HoldReleased)
+				h.end(coordination.HoldReleased)
 				return i, nil
 			case gateProbe:
 				holder := cc.co.holder()
@@ -568,7 +577,7 @@ turns:
 				})
 				if granted {
 					cc.probe, cc.probeSent, cc.wasProbe = holder, now, true
-					h.end(HoldProbe)
+					h.end(coordination.HoldProbe)
 					return i, nil
 				}
 				l.asked = now
@@ -594,7 +603,7 @@ turns:
 					return s.TakeRetry(ctx, k.name, store.Lease{Holder: holder, At: now, Until: until}, l.budget)
 				}) {
 					cc.retry = holder
-					h.end(HoldReleased)
+					h.end(coordination.HoldReleased)
 					return i, nil
 				}
 				l.wake = now.Add(iv) // a retry elsewhere may end
@@ -668,7 +677,7 @@ turns:
 		woken := first.w.wake // every lane's, when they share one
 		select {
 		case <-ctx.Done():
-			h.end(HoldCanceled)
+			h.end(coordination.HoldCanceled)
 			return 0, ctx.Err()
 		case <-woken:
 		case <-fire:
@@ -720,17 +729,18 @@ func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Ti
 		if limit > 0 {
 			cc.send = holder // counted as leased when its attempt begins
 		}
+		cc.turn = f.Paced(now) || f.Taught(now)
 		at := later(slot, cc.notBefore)
 		if at.After(now) {
 			if *h == nil {
 				*h = cc.beginHold(gatePace, now, n)
 			}
 			if err := clock.Sleep(ctx, at.Sub(now)); err != nil {
-				(*h).end(HoldCanceled)
+				(*h).end(coordination.HoldCanceled)
 				return true, time.Time{}, err
 			}
 		}
-		(*h).end(HoldReleased)
+		(*h).end(coordination.HoldReleased)
 		return true, time.Time{}, nil
 	case slot.IsZero():
 		return false, time.Time{}, nil
@@ -738,7 +748,7 @@ func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Ti
 		// No deadline: wait for the slot to come within reach.
 		if err := clock.Sleep(ctx, slot.Sub(now)-retryLease/2); err != nil {
 			if *h != nil {
-				(*h).end(HoldCanceled)
+				(*h).end(coordination.HoldCanceled)
 			}
 			return true, time.Time{}, err
 		}
@@ -774,6 +784,8 @@ func (cc *Call) Sent() {
 // from a key known to be up costs nothing, and reads no clock.
 func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 	k := cc.k
+	turn := cc.turn
+	cc.turn = false
 	if o.Status == http.StatusTooManyRequests {
 		if n := requestedTokens(o.Body); n > 0 {
 			k.cost.Store(n) // what a request of the key costs its token limit
@@ -794,6 +806,7 @@ func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 	r := store.Report{At: now, Evidence: evidenceOf(o.Health), Prober: cc.probe}
 	cc.probe = ""
 	f := k.facts(now)
+	wasDown := f.Down(now)
 	if o.Health == HealthDown {
 		r.Reason, r.DownFor = failureOf(o), downFor*cc.co.cfg.ProbeInterval
 		gap := cc.co.probeGap()
@@ -823,6 +836,10 @@ func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 		// that says the limit is spent.)
 		r.Burst, r.Every, r.Full = pc.burst, pc.every, pc.full
 	}
+	mispaced := turn && o.Status == http.StatusTooManyRequests
+	if o.Status == http.StatusTooManyRequests {
+		r.Spacing, r.Floor = cc.lesson(o, f, pc, spent, mispaced, now)
+	}
 	if o.Status == http.StatusTooManyRequests && !spent {
 		// Refused with no published limit spent, with other calls in
 		// flight: they are too many. The store counts them: this
@@ -833,21 +850,22 @@ func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 			r.Cut, r.CapUntil, r.Grow = true, now.Add(capLifeMul*cc.co.cfg.ProbeInterval), cc.co.growStep()
 		}
 	}
-	if o.Server.Set && o.Server.D > 0 && o.Server.D <= cc.p.MaxServerWait() && !spent {
+	if o.Server.Set && o.Server.D > 0 && o.Server.D <= cc.p.MaxServerWait() && !spent && r.Spacing == 0 {
 		// A pace, not the whole key, holds the calls after a spent limit;
 		// this call's own wait still holds it (notBefore).
 		r.WaitUntil, r.Reason = now.Add(o.Server.D), failureOf(o)
 	}
 	if r.Prober != "" || o.Health == HealthDown || !r.WaitUntil.IsZero() || o.Health == HealthUp && f.Down(now) ||
-		r.Every > 0 || r.Cut {
+		r.Every > 0 || r.Cut || r.Spacing > 0 || r.Floor > 0 {
 		cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
 			f, err := s.Report(ctx, k.name, r)
 			return f, true, err
 		})
 		f = k.facts(now)
 	}
-	paced := f.Paced(now)
-	return Verdict{Held: paced || f.Down(now) || f.Waiting(now) || f.Capped(now), Paced: paced}
+	paced := f.Paced(now) || f.Taught(now)
+	return Verdict{Held: paced || f.Down(now) || f.Waiting(now) || f.Capped(now), Paced: paced, Mispaced: mispaced,
+		Down: wasDown && o.Health == HealthDown && f.Down(now)}
 }
 
 // evidenceOf is the store.Evidence a result of health h brings its key.
@@ -897,21 +915,17 @@ func reasonOf(resp *http.Response, err error) string {
 	return "connection failed"
 }
 
-// downError says why the call cannot wait any longer.
-func (cc *Call) downError(f store.Facts, g gate, now, start time.Time) *Refused {
-	d := &Refused{Key: cc.k.name, Reason: holdReason(g), Waited: now.Sub(start), Last: f.Reason}
-	if f.Down(now) {
-		d.Since, d.For = f.DownSince, now.Sub(f.DownSince)
-	}
-	if f.Waiting(now) {
-		d.Until, d.Left = f.WaitUntil, f.WaitUntil.Sub(now)
-	}
-	return d
-}
-
 // earlier returns the earlier of a and b, a zero time meaning none.
 func earlier(a, b time.Time) time.Time {
 	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
 		return b
 	}
 	return a

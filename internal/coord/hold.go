@@ -1,102 +1,78 @@
 package coord
 
 import (
-	"net/http"
-	"strconv"
 	"time"
+
+	"github.com/llmretry/llmretry/coordination"
+	"github.com/llmretry/llmretry/store"
 )
 
-// HoldReason says why a call was held: llmretry.HoldReason's values, which
-// the root converts by number (a test there checks that they agree).
-type HoldReason int
-
-// The reasons, as llmretry numbers them.
-const (
-	HoldDown HoldReason = iota + 1
-	HoldServerWait
-	HoldBudget
-	HoldPaced
-	HoldInFlight
-)
-
-// HoldOutcome says how a hold ended: llmretry.HoldOutcome's values, which
-// the root converts by number.
-type HoldOutcome int
-
-// The outcomes, as llmretry numbers them.
-const (
-	HoldWaiting HoldOutcome = iota
-	HoldProbe
-	HoldReleased
-	HoldGaveUp
-	HoldCanceled
-)
-
-// Hold is the record of one hold, as the engine reports it to the call's
-// Policy: llmretry.Hold's fields, which the root copies into one.
-type Hold struct {
-	Request    *http.Request // the caller's
-	N          int           // the attempt the hold delays
-	Key        string        // the store's name of the provider key
-	Reason     HoldReason
-	Start, End time.Time // End zero until the hold ends
-	Outcome    HoldOutcome
-}
-
-// holding is a hold in progress.
+// holding is a hold in progress: its record, told to the Config's OnHold
+// (if set) as it begins and as it ends.
 type holding struct {
-	Hold
-	p Policy
+	coordination.Hold
+	on func(coordination.Hold)
 }
 
 // beginHold starts the record of the call's hold for the reason g before
-// attempt n, and passes it to the call's Policy.
+// attempt n, and tells it. The caller holds no lock.
 func (cc *Call) beginHold(g gate, now time.Time, n int) *holding {
-	h := &holding{Hold: Hold{Request: cc.req, N: n, Key: cc.k.name, Reason: holdReason(g), Start: now}, p: cc.p}
-	h.p.Held(h.Hold)
+	h := &holding{Hold: coordination.Hold{Request: cc.req, N: n, Key: cc.k.name, Reason: holdReason(g), Start: now}, on: cc.co.cfg.OnHold}
+	h.tell()
 	return h
 }
 
 // holdReason is the reason for a closed gate g.
-func holdReason(g gate) HoldReason {
+func holdReason(g gate) coordination.HoldReason {
 	switch g {
 	case gateWait:
-		return HoldServerWait
+		return coordination.HoldServerWait
 	case gateBudget:
-		return HoldBudget
+		return coordination.HoldBudget
 	case gatePace:
-		return HoldPaced
+		return coordination.HoldPaced
 	case gateInFlight:
-		return HoldInFlight
+		return coordination.HoldInFlight
 	}
-	return HoldDown
+	return coordination.HoldDown
 }
 
-// end records how the hold ended. A nil h (no hold) does nothing.
-func (h *holding) end(o HoldOutcome) {
+// end records how the hold ended, and tells it. A nil h (no hold) does
+// nothing. The caller holds no lock.
+func (h *holding) end(o coordination.HoldOutcome) {
 	if h == nil {
 		return
 	}
 	h.End, h.Outcome = time.Now(), o
-	h.p.Held(h.Hold)
+	h.tell()
 }
 
-// Refused is why a call may not send its next attempt: it cannot wait as
-// long as its key's hold may last. Its fields are llmretry.DownError's,
-// which the root makes of it (Last is the failure's kind, "" if none);
-// its text is for this package's tests and logs, not the user's.
-type Refused struct {
-	Key    string
-	Reason HoldReason
-	Since  time.Time
-	For    time.Duration
-	Until  time.Time
-	Left   time.Duration
-	Waited time.Duration
-	Last   string
+// tell passes the record to OnHold, if set.
+func (h *holding) tell() {
+	if h.on != nil {
+		h.on(h.Hold)
+	}
 }
 
-// Error names the key and the reason, in the engine's words.
-func (e *Refused) Error() string {
-	return "llmretry: coordination refused a call on " + e.Key + ": held " + e.Waited.String() + " for reason " + strconv.Itoa(int(e.Reason)) + ", could wait no longer"
+// heldError says why the call cannot wait any longer, from its key's facts
+// f at now: held since start, last for the reason g.
+func (cc *Call) heldError(f store.Facts, g gate, now, start time.Time) *coordination.HeldError {
+	d := &coordination.HeldError{Key: cc.k.name, Reason: holdReason(g), Waited: now.Sub(start)}
+	if f.Reason != "" {
+		d.Last = failure(f.Reason)
+	}
+	if f.Down(now) {
+		d.Since, d.For = f.DownSince, now.Sub(f.DownSince)
+	}
+	if f.Waiting(now) {
+		d.Until, d.Left = f.WaitUntil, f.WaitUntil.Sub(now)
+	}
+	return d
 }
+
+// failure is a failure's kind as the store keeps it (store.Facts.Reason:
+// a status line, or what failed in the transport) as an error, for
+// HeldError.Last.
+type failure string
+
+func (f failure) Error() string { return string(f) }

@@ -61,24 +61,28 @@ func credentialOf(req *http.Request) []byte {
 	return appendCredential(nil, req)
 }
 
-// appendCredential appends req's credential material to b: each credential
-// header's name and value and each key= query value, NUL-separated. An AWS
+// appendCredential appends req's credential material to b: the name and
+// value of each header that names a provider key (credential.Headers'
+// ProviderKey ones) and each key= query value, NUL-separated. An AWS
 // Signature Version 4 Authorization, which changes with every request,
 // counts by its access key ID alone.
 func appendCredential(b []byte, req *http.Request) []byte {
-	for _, name := range credential.Headers {
-		for _, v := range req.Header[name] {
-			if name == "Authorization" {
+	for _, h := range credential.Headers {
+		if !h.ProviderKey {
+			continue
+		}
+		for _, v := range req.Header[h.Name] {
+			if h.Name == "Authorization" {
 				v = credential.SigV4Identity(v)
 			}
-			b = append(append(append(append(b, name...), 0), v...), 0)
+			b = append(append(append(append(b, h.Name...), 0), v...), 0)
 		}
 	}
 	for q := req.URL.RawQuery; q != ""; {
 		var part string
 		part, q, _ = strings.Cut(q, "&")
-		if v, ok := strings.CutPrefix(part, "key="); ok {
-			b = append(append(append(b, "key="...), v...), 0)
+		if v, ok := strings.CutPrefix(part, credential.ProviderKeyParam+"="); ok {
+			b = append(append(append(b, credential.ProviderKeyParam+"="...), v...), 0)
 		}
 	}
 	return b

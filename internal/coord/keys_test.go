@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/llmretry/llmretry/coordination"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,12 +21,12 @@ func mustRequest(t *testing.T, ctx context.Context) *http.Request {
 
 // A provider key is the request's host and credential (the part of
 // TestCoordinatedKeysAreHostAndCredential that checks the key a request
-// makes; the root's end-to-end part checks that calls on one key do not
+// makes; its end-to-end part checks that calls on one key do not
 // hold another's): one key for the same host and credential, another for
 // another credential or Gemini key= value; the store's name carries no
 // credential.
 func TestKeysAreHostAndCredential(t *testing.T) {
-	co, stop := New(testConfig(Config{}))
+	co, stop := New(coordination.Config{}, testCore())
 	defer stop()
 	a1 := mustRequest(t, context.Background())
 	a1.Header.Set("Authorization", "Bearer A")

@@ -5,10 +5,9 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/llmretry/llmretry/internal/ratehdr"
+	"github.com/llmretry/llmretry/internal/wire"
 )
 
 // pace is a rate limit a response says is spent, as a bucket of burst
@@ -19,42 +18,12 @@ type pace struct {
 	full  time.Time
 }
 
-// rateHeaders names one dimension of a provider's published rate limit:
-// its limit, what remains of it, and when it is full again.
-type rateHeaders struct {
-	limit, remaining, reset string
-	tokens                  bool // counted in tokens, not requests
-	instant                 bool // reset is an instant (RFC 3339 or Unix time), not a Go duration
-}
-
-// published are the rate-limit headers providers send on their responses,
-// canonical, so that reading them allocates nothing:
-//
-//   - OpenAI (and Groq, Together): x-ratelimit-{limit,remaining,reset}-
-//     {requests,tokens}, reset a Go duration until the bucket is full;
-//   - Anthropic: anthropic-ratelimit-{requests,tokens,input-tokens,
-//     output-tokens}-{limit,remaining,reset}, reset an RFC 3339 instant
-//     when the bucket is full;
-//   - OpenRouter: X-RateLimit-{Limit,Remaining,Reset}, reset the instant
-//     in Unix seconds or milliseconds.
-//
-// Azure OpenAI sends only x-ratelimit-remaining-… (no reset, -1 for
-// unknown), Gemini and Bedrock none: nothing paces them.
-var published = [...]rateHeaders{
-	{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", false, false},
-	{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", true, false},
-	{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", false, true},
-	{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", true, true},
-	{"Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", true, true},
-	{"Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", true, true},
-	{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", false, true},
-}
-
 // spentPace returns the pace of the rate limit that h, the headers of a
-// response to an attempt sent at sent and back by arrived, says is spent:
-// a dimension whose remaining is below one request's cost (1 for
-// requests; cost, the tokens a request of the key is known to take, for
-// tokens: tokens are not read while it is unknown). A relative reset
+// response to an attempt sent at sent and back by arrived, says is spent
+// (of the dimensions providers publish, wire.RateLimits): a dimension
+// whose remaining is below one request's cost (1 for requests; cost, the
+// tokens a request of the key is known to take, for tokens: tokens are
+// not read while it is unknown). A relative reset
 // counts from sent, when the provider measured it (the time until full is
 // the header's, whenever it was measured); a reset instant was measured
 // some time between sent and arrived, which bounds the time until full it
@@ -63,33 +32,33 @@ var published = [...]rateHeaders{
 func spentPace(h http.Header, sent, arrived time.Time, cost int64) (pace, bool) {
 	var best pace
 	found := false
-	for i := range published {
-		d := &published[i]
-		vs, ok := h[d.remaining]
+	for i := range wire.RateLimits {
+		d := &wire.RateLimits[i]
+		vs, ok := h[d.Remaining]
 		if !ok || len(vs) == 0 {
 			continue
 		}
 		unit := int64(1)
-		if d.tokens {
+		if d.Tokens {
 			if cost <= 0 {
 				continue
 			}
 			unit = cost
 		}
-		remaining, ok := ratehdr.Count(vs[0])
+		remaining, ok := wire.Count(vs[0])
 		if !ok || remaining >= unit {
 			continue
 		}
-		limit, ok := ratehdr.Count(first(h, d.limit))
+		limit, ok := wire.Count(first(h, d.Limit))
 		if !ok || limit < unit {
 			continue
 		}
-		full, res, ok := resetAt(first(h, d.reset), d.instant, sent)
+		full, res, ok := wire.ResetAt(first(h, d.Reset), d.Instant, sent)
 		if !ok || !full.After(sent) {
 			continue
 		}
 		least, most := full.Sub(sent), full.Sub(sent)
-		if d.instant {
+		if d.Instant {
 			// Measured at some instant of the attempt, and printed to
 			// res (a second, mostly: Anthropic rounds it up).
 			least, most = full.Sub(arrived)-res, most+res
@@ -150,28 +119,6 @@ func first(h http.Header, k string) string {
 		return vs[0]
 	}
 	return ""
-}
-
-// resetAt reads a reset: an instant (RFC 3339, or Unix seconds or
-// milliseconds), or a Go duration counted from sent; and the resolution
-// an instant is printed to (a second without a fraction; a duration's is
-// taken as exact).
-func resetAt(v string, instant bool, sent time.Time) (time.Time, time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return time.Time{}, 0, false
-	}
-	if !instant {
-		d, ok := ratehdr.GoDuration(v)
-		return sent.Add(d), 0, ok
-	}
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		if strings.IndexByte(v, '.') < 0 {
-			return t, time.Second, true
-		}
-		return t, 0, true
-	}
-	return ratehdr.UnixInstant(v)
 }
 
 // requestedTokens returns the tokens a refused request asked for, as

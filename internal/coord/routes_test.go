@@ -8,14 +8,17 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/coordination"
+	"github.com/llmretry/llmretry/internal/memstore"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// boundsPolicy is a recordingPolicy whose calls may send left attempts,
-// the last at latest (zero: none).
+// boundsPolicy is a testPolicy whose calls may send left attempts, the
+// last at latest (zero: none).
 type boundsPolicy struct {
-	recordingPolicy
+	testPolicy
 	left   int
 	latest time.Time
 }
@@ -38,7 +41,7 @@ func routeRequest(t *testing.T, host string) *http.Request {
 // key's probe if its turn allows (as the core's call would).
 func attempt(t *testing.T, co *Coordinator, req *http.Request, route int, h Health) {
 	t.Helper()
-	cc := co.Join(req, &recordingPolicy{}, route)
+	cc := co.join(req, testPolicy{}, route)
 	defer cc.Leave()
 	_, _ = cc.Admit(context.Background(), Admission{N: 1, Elsewhere: true})
 	cc.Begin()
@@ -50,10 +53,11 @@ func attempt(t *testing.T, co *Coordinator, req *http.Request, route int, h Heal
 	cc.Report(context.Background(), o)
 }
 
-// refusedOf returns err's *Refused, failing t if it has none.
-func refusedOf(t *testing.T, err error) *Refused {
+// refusedOf returns err's *coordination.HeldError, failing t if it has
+// none.
+func refusedOf(t *testing.T, err error) *coordination.HeldError {
 	t.Helper()
-	var r *Refused
+	var r *coordination.HeldError
 	require.ErrorAs(t, err, &r)
 	return r
 }
@@ -64,17 +68,17 @@ func refusedOf(t *testing.T, err error) *Refused {
 // (the primary down, the fallback quiet).
 func TestRouteIsItsOwnKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := NewMemoryStore()
-		co1, stop1 := New(testConfig(Config{Store: shared}))
+		shared := memstore.New()
+		co1, stop1 := New(coordination.Config{Store: shared}, testCore())
 		defer stop1()
-		co2, stop2 := New(testConfig(Config{Store: shared}))
+		co2, stop2 := New(coordination.Config{Store: shared}, testCore())
 		defer stop2()
 		req := routeRequest(t, "api.example.com")
-		var p recordingPolicy
-		primary, fallback := co1.Join(req, &p, 0), co1.Join(req, &p, 1)
+		var p testPolicy
+		primary, fallback := co1.join(req, p, 0), co1.join(req, p, 1)
 		defer primary.Leave()
 		defer fallback.Leave()
-		other := co2.Join(req, &p, 1)
+		other := co2.join(req, p, 1)
 		defer other.Leave()
 		assert.NotSame(t, primary.k, fallback.k)
 		assert.Regexp(t, `^api\.example\.com#[0-9a-f]{8}$`, primary.k.name, "route 0 is named as ever")
@@ -84,7 +88,7 @@ func TestRouteIsItsOwnKey(t *testing.T) {
 
 		attempt(t, co1, req, 0, HealthDown)
 		_, err := primary.Admit(context.Background(), Admission{N: 1, Elsewhere: true})
-		assert.Equal(t, HoldDown, refusedOf(t, err).Reason, "the primary is down")
+		assert.Equal(t, coordination.HoldDown, refusedOf(t, err).Reason, "the primary is down")
 		probe, err := fallback.Admit(context.Background(), Admission{N: 1, Elsewhere: true})
 		assert.NoError(t, err, "the fallback is not")
 		assert.False(t, probe)
@@ -96,13 +100,13 @@ func TestRouteIsItsOwnKey(t *testing.T) {
 // A route's key costs its first attempt what the primary's does: nothing
 // while it is quiet.
 func TestRouteQuietKeyAllocatesNothing(t *testing.T) {
-	co, stop := New(testConfig(Config{}))
+	co, stop := New(coordination.Config{}, testCore())
 	defer stop()
 	req := routeRequest(t, "api.example.com")
-	var p recordingPolicy
-	co.Join(req, &p, 1).Leave() // the key, made once
+	var p testPolicy
+	co.join(req, p, 1).Leave() // the key, made once
 	allocs := testing.AllocsPerRun(100, func() {
-		cc := co.Join(req, &p, 1)
+		cc := co.join(req, p, 1)
 		if _, err := cc.Admit(context.Background(), Admission{N: 1, Elsewhere: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -118,22 +122,23 @@ func TestRouteQuietKeyAllocatesNothing(t *testing.T) {
 // Without Elsewhere the same attempt is held, as ever.
 func TestElsewhereGoesAroundADownKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		co, stop := New(testConfig(Config{}))
+		var log testkit.Log[coordination.Hold]
+		co, stop := New(coordination.Config{OnHold: log.Add}, testCore())
 		defer stop()
 		req := routeRequest(t, "api.example.com")
 		attempt(t, co, req, 0, HealthDown)
 		start := time.Now()
 
 		p := &boundsPolicy{left: 3, latest: start.Add(time.Minute)}
-		cc := co.Join(req, p, 0)
+		cc := co.join(req, p, 0)
 		_, err := cc.Admit(context.Background(), Admission{N: 1, Elsewhere: true})
 		r := refusedOf(t, err)
-		assert.Equal(t, HoldDown, r.Reason)
+		assert.Equal(t, coordination.HoldDown, r.Reason)
 		assert.Zero(t, r.Waited)
 		assert.Equal(t, cc.k.name, r.Key)
-		assert.Equal(t, "connection failed", r.Last)
+		assert.EqualError(t, r.Last, "connection failed")
 		assert.Equal(t, start, r.Since)
-		assert.Empty(t, p.holds, "not held: no hold")
+		assert.Empty(t, log.Take(), "not held: no hold")
 		assert.Equal(t, start, time.Now(), "at once")
 		_, err = cc.Admit(context.Background(), Admission{N: 2, Left: 2, Latest: start.Add(time.Minute), Elsewhere: true})
 		refusedOf(t, err)
@@ -141,28 +146,29 @@ func TestElsewhereGoesAroundADownKey(t *testing.T) {
 
 		// Without Elsewhere, the same call is held (here until its limit).
 		bounded := &boundsPolicy{left: 3, latest: start.Add(time.Second)}
-		cc = co.Join(req, bounded, 0)
+		cc = co.join(req, bounded, 0)
 		_, err = cc.Admit(context.Background(), Admission{N: 1})
 		cc.Leave()
 		assert.Equal(t, time.Second, refusedOf(t, err).Waited)
-		require.Len(t, bounded.holds, 2)
-		assert.Equal(t, HoldGaveUp, bounded.holds[1].Outcome)
+		held := log.Take()
+		require.Len(t, held, 2)
+		assert.Equal(t, coordination.HoldGaveUp, held[1].Outcome)
 
 		// Its probe due, with a call held on the key: the held call sends
 		// it, not the call that has somewhere else to go.
 		time.Sleep(co.cfg.ProbeInterval)
-		held := cc.k.register(3, time.Now())
-		cc = co.Join(req, p, 0)
+		waiter := cc.k.register(3, time.Now())
+		cc = co.join(req, p, 0)
 		_, err = cc.Admit(context.Background(), Admission{N: 1, Elsewhere: true})
 		refusedOf(t, err)
-		cc.k.unregister(held)
+		cc.k.unregister(waiter)
 		probe, err := cc.Admit(context.Background(), Admission{N: 1, Elsewhere: true})
 		require.NoError(t, err)
 		assert.True(t, probe, "no call held: it goes as the probe")
-		assert.Empty(t, p.holds)
+		assert.Empty(t, log.Take())
 
 		// While the probe is out, another call goes around.
-		other := co.Join(req, p, 0)
+		other := co.join(req, p, 0)
 		_, err = other.Admit(context.Background(), Admission{N: 1, Elsewhere: true})
 		refusedOf(t, err)
 		other.Leave()
@@ -176,10 +182,11 @@ func TestElsewhereGoesAroundADownKey(t *testing.T) {
 // gives up at once, as ever.
 func TestElsewhereWaitsAShortServerWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		co, stop := New(testConfig(Config{}))
+		var log testkit.Log[coordination.Hold]
+		co, stop := New(coordination.Config{OnHold: log.Add}, testCore())
 		defer stop()
 		req := routeRequest(t, "api.example.com")
-		cc := co.Join(req, &recordingPolicy{}, 0)
+		cc := co.join(req, testPolicy{}, 0)
 		cc.Begin()
 		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}}
 		cc.End(context.Background(), resp)
@@ -188,35 +195,37 @@ func TestElsewhereWaitsAShortServerWait(t *testing.T) {
 		start := time.Now()
 
 		short := &boundsPolicy{left: 3, latest: start.Add(time.Minute)}
-		cc = co.Join(req, short, 0)
+		cc = co.join(req, short, 0)
 		_, err := cc.Admit(context.Background(), Admission{N: 1, Elsewhere: true})
 		require.NoError(t, err)
 		cc.Leave()
 		assert.GreaterOrEqual(t, time.Since(start), 10*time.Second)
-		require.Len(t, short.holds, 2)
-		assert.Equal(t, HoldServerWait, short.holds[0].Reason)
-		assert.Equal(t, HoldReleased, short.holds[1].Outcome)
+		held := log.Take()
+		require.Len(t, held, 2)
+		assert.Equal(t, coordination.HoldServerWait, held[0].Reason)
+		assert.Equal(t, coordination.HoldReleased, held[1].Outcome)
 
 		// The key waits again; a call whose limits end sooner.
-		cc = co.Join(req, &recordingPolicy{}, 0)
+		cc = co.join(req, testPolicy{}, 0)
 		cc.Report(context.Background(), Outcome{Health: HealthUp, Resp: resp, Status: resp.StatusCode, Server: Pause{D: 10 * time.Second, Set: true}})
 		cc.Leave()
 		start = time.Now()
 		for _, elsewhere := range []bool{true, false} {
 			tight := &boundsPolicy{left: 3, latest: start.Add(5 * time.Second)}
-			cc = co.Join(req, tight, 0)
+			cc = co.join(req, tight, 0)
 			_, err = cc.Admit(context.Background(), Admission{N: 1, Elsewhere: elsewhere})
 			cc.Leave()
 			r := refusedOf(t, err)
-			assert.Equal(t, HoldServerWait, r.Reason)
+			assert.Equal(t, coordination.HoldServerWait, r.Reason)
 			assert.Equal(t, start.Add(10*time.Second), r.Until)
 			assert.Equal(t, start, time.Now(), "at once")
+			held := log.Take()
 			if elsewhere {
-				assert.Empty(t, tight.holds, "with elsewhere: no hold")
+				assert.Empty(t, held, "with elsewhere: no hold")
 			} else {
-				require.Len(t, tight.holds, 2, "without: a hold that gives up at once, as ever")
-				assert.Equal(t, HoldGaveUp, tight.holds[1].Outcome)
-				assert.Equal(t, tight.holds[0].Start, tight.holds[1].End)
+				require.Len(t, held, 2, "without: a hold that gives up at once, as ever")
+				assert.Equal(t, coordination.HoldGaveUp, held[1].Outcome)
+				assert.Equal(t, held[0].Start, held[1].End)
 			}
 		}
 	})
@@ -228,6 +237,7 @@ type awaitRig struct {
 	co, fleet       *Coordinator
 	primary, backup *http.Request
 	p               *boundsPolicy
+	log             testkit.Log[coordination.Hold] // co's holds
 	cc, fb          *Call
 	start           time.Time
 	swapped         bool // AdmitAny is asked of the fallback's Call, with the primary's as the other
@@ -237,17 +247,18 @@ type awaitRig struct {
 // each, with limits latest after now.
 func newAwaitRig(t *testing.T, latest time.Duration) *awaitRig {
 	t.Helper()
-	shared := NewMemoryStore()
-	co, stop := New(testConfig(Config{Store: shared}))
+	shared := memstore.New()
+	r := &awaitRig{primary: routeRequest(t, "primary.example.com"), backup: routeRequest(t, "backup.example.com")}
+	co, stop := New(coordination.Config{Store: shared, OnHold: r.log.Add}, testCore())
 	t.Cleanup(stop)
-	fleet, stopFleet := New(testConfig(Config{Store: shared}))
+	fleet, stopFleet := New(coordination.Config{Store: shared}, testCore())
 	t.Cleanup(stopFleet)
-	r := &awaitRig{co: co, fleet: fleet, primary: routeRequest(t, "primary.example.com"), backup: routeRequest(t, "backup.example.com")}
+	r.co, r.fleet = co, fleet
 	attempt(t, fleet, r.primary, 0, HealthDown)
 	attempt(t, fleet, r.backup, 1, HealthDown)
 	r.start = time.Now()
 	r.p = &boundsPolicy{left: 4, latest: r.start.Add(latest)}
-	r.cc, r.fb = co.Join(r.primary, r.p, 0), co.Join(r.backup, r.p, 1)
+	r.cc, r.fb = co.join(r.primary, r.p, 0), co.join(r.backup, r.p, 1)
 	t.Cleanup(func() { r.cc.Leave(); r.fb.Leave() })
 	return r
 }
@@ -272,10 +283,10 @@ func (r *awaitRig) await(ctx context.Context, a Admission) <-chan result {
 			err   error
 		)
 		if r.swapped {
-			which, probe, err = r.fb.AdmitAny(ctx, a, []*Call{r.cc})
+			which, probe, err = r.fb.AdmitAny(ctx, a, []Gatekeeper{r.cc})
 			which = 1 - which
 		} else {
-			which, probe, err = r.cc.AdmitAny(ctx, a, []*Call{r.fb})
+			which, probe, err = r.cc.AdmitAny(ctx, a, []Gatekeeper{r.fb})
 		}
 		done <- result{which, probe, err, time.Now()}
 	}()
@@ -316,9 +327,10 @@ func TestAdmitAnyGoesWhereTheFirstKeyComesBack(t *testing.T) {
 			assert.LessOrEqual(t, res.at.Sub(recovered), r.co.cfg.ReleaseSpread, "within the release spread")
 			w0, w1 = r.waiters()
 			assert.Equal(t, [2]int{0, 0}, [2]int{w0, w1}, "gone from both lists")
-			require.Len(t, r.p.holds, 2, "one hold")
-			assert.Equal(t, r.cc.k.name, r.p.holds[0].Key, "on the primary's key")
-			assert.Equal(t, HoldReleased, r.p.holds[1].Outcome)
+			held := r.log.Take()
+			require.Len(t, held, 2, "one hold")
+			assert.Equal(t, r.cc.k.name, held[0].Key, "on the primary's key")
+			assert.Equal(t, coordination.HoldReleased, held[1].Outcome)
 			f := r.co.Stats(time.Now())[r.reqName(1-back)].Facts
 			assert.Empty(t, f.Prober, "no lease taken on the other key")
 		})
@@ -339,7 +351,7 @@ func (r *awaitRig) reqName(route int) string {
 func TestAdmitAnyProbesOneKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newAwaitRig(t, time.Minute)
-		other := r.co.Join(r.backup, &boundsPolicy{left: 1}, 1)
+		other := r.co.join(r.backup, &boundsPolicy{left: 1}, 1)
 		defer other.Leave()
 		done := r.await(context.Background(), Admission{N: 2, Left: 4, Latest: r.start.Add(time.Minute)})
 		synctest.Wait()
@@ -384,12 +396,13 @@ func testAdmitAnyRefusesPastItsLimits(t *testing.T, swapped bool) {
 	res := <-r.await(context.Background(), Admission{N: 2, Left: 4, Latest: r.start.Add(3 * time.Second)})
 	refused := refusedOf(t, res.err)
 	assert.Equal(t, r.cc.k.name, refused.Key)
-	assert.Equal(t, HoldDown, refused.Reason)
+	assert.Equal(t, coordination.HoldDown, refused.Reason)
 	assert.Equal(t, 3*time.Second, refused.Waited)
 	assert.Equal(t, r.start.Add(3*time.Second), res.at)
-	require.Len(t, r.p.holds, 2)
-	assert.Equal(t, r.cc.k.name, r.p.holds[0].Key)
-	assert.Equal(t, HoldGaveUp, r.p.holds[1].Outcome)
+	held := r.log.Take()
+	require.Len(t, held, 2)
+	assert.Equal(t, r.cc.k.name, held[0].Key)
+	assert.Equal(t, coordination.HoldGaveUp, held[1].Outcome)
 	w0, w1 := r.waiters()
 	assert.Equal(t, [2]int{0, 0}, [2]int{w0, w1})
 
@@ -411,9 +424,9 @@ func TestAdmitAnyFirstAttemptAndQuietRoutes(t *testing.T) {
 		res := <-r.await(context.Background(), Admission{N: 1, Elsewhere: true})
 		assert.Equal(t, 2*time.Second, refusedOf(t, res.err).Waited, "the policy's limits")
 
-		quiet := r.co.Join(routeRequest(t, "quiet.example.com"), r.p, 2)
+		quiet := r.co.join(routeRequest(t, "quiet.example.com"), r.p, 2)
 		defer quiet.Leave()
-		which, probe, err := r.cc.AdmitAny(context.Background(), Admission{N: 2, Left: 3}, []*Call{r.fb, quiet})
+		which, probe, err := r.cc.AdmitAny(context.Background(), Admission{N: 2, Left: 3}, []Gatekeeper{r.fb, quiet})
 		require.NoError(t, err)
 		assert.Equal(t, 2, which)
 		assert.False(t, probe)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/memstore"
 	"github.com/llmretry/llmretry/store"
 )
 
 // KeyStats is what this process and its store hold of one provider key:
-// what the root's end-to-end tests (which reach the engine only through a
-// Transport) check, and what a reader debugging a Coordinator looks at.
+// what the engine's own tests check (its counters show nothing a
+// Transport's user can see), and what a reader debugging a Coordinator
+// looks at.
 type KeyStats struct {
 	Calls    int32       // calls inside RoundTrip
 	Unleased int32       // attempts in flight without a send lease
@@ -40,10 +42,10 @@ func (co *Coordinator) Stats(now time.Time) map[string]KeyStats {
 func (co *Coordinator) Sweep(now time.Time) { co.maybeSweep(now) }
 
 // StoreKeys returns how many keys co's own in-process store holds, or -1
-// if its store is shared (Config.Store).
+// if its store is shared (coordination.Config.Store).
 func (co *Coordinator) StoreKeys() int {
-	if ms, ok := co.shared.(*memStore); ok && co.own {
-		return ms.size()
+	if ms, ok := co.shared.(*memstore.Store); ok && co.own {
+		return ms.Size()
 	}
 	return -1
 }

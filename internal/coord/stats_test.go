@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmretry/llmretry/coordination"
+	"github.com/llmretry/llmretry/internal/memstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -13,11 +15,10 @@ import (
 // left and a sweep found it idle twice, the key is gone, here and in the
 // Coordinator's own store; a shared store's keys are not counted.
 func TestStats(t *testing.T) {
-	co, stop := New(testConfig(Config{}))
+	co, stop := New(coordination.Config{}, testCore())
 	defer stop()
 	req := mustRequest(t, context.Background())
-	var p recordingPolicy
-	cc := co.Join(req, &p, 0)
+	cc := co.join(req, testPolicy{}, 0)
 	st := co.Stats(time.Now())
 	require.Contains(t, st, "api.example.com")
 	assert.Equal(t, KeyStats{Calls: 1, Quiet: true}, st["api.example.com"])
@@ -28,7 +29,7 @@ func TestStats(t *testing.T) {
 	co.Sweep(now.Add(2 * sweepEvery)) // still idle: forgotten
 	assert.Empty(t, co.Stats(now))
 
-	shared, stopShared := New(testConfig(Config{Store: NewMemoryStore()}))
+	shared, stopShared := New(coordination.Config{Store: memstore.New()}, testCore())
 	defer stopShared()
 	assert.Equal(t, -1, shared.StoreKeys())
 }

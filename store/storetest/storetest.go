@@ -70,6 +70,9 @@ func Run(t *testing.T, stores func(t *testing.T) []store.Store) {
 		{"a key neither paced nor limited sends at once", testTakeSendQuiet},
 		{"a paced and limited key", testPacedAndLimited},
 		{"concurrent sends take distinct slots, and no more leases than the limit", testSendRace},
+		{"a 429 teaches a rate, and later ones merge", testTaught},
+		{"TakeSend spaces a taught key's sends, climbing back to the floor", testTaughtSends},
+		{"what 429s taught lapses at TaughtUntil", testTaughtLapses},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
 	"github.com/llmretry/llmretry/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -132,7 +133,7 @@ func Run(cfg Config, out, logs io.Writer) error {
 	base.MaxIdleConnsPerHost = cfg.Calls
 	defer base.CloseIdleConnections()
 
-	coord := llmretry.Coordination{ProbeInterval: cfg.Probe, ReleaseSpread: cfg.Release}
+	coord := coordination.Config{ProbeInterval: cfg.Probe, ReleaseSpread: cfg.Release}
 	if cfg.Redis != "" {
 		client := redis.NewClient(&redis.Options{Addr: cfg.Redis})
 		defer client.Close()
@@ -171,11 +172,11 @@ func Run(cfg Config, out, logs io.Writer) error {
 				learn()
 			}
 		},
-		OnHold: func(llmretry.Hold) {
-			mu.Lock()
-			defer mu.Unlock()
-			learn()
-		},
+	}
+	coord.OnHold = func(coordination.Hold) {
+		mu.Lock()
+		defer mu.Unlock()
+		learn()
 	}
 	if len(cfg.Waits) > 0 {
 		policy.Waits, policy.Reserve = cfg.Waits, cfg.Reserve

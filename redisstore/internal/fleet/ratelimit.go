@@ -24,6 +24,14 @@ import (
 //     connections has exceeded your rate limit" and retry-after: 1; no
 //     header states it.
 //
+// With OpenAI set, a bucket speaks as OpenAI's request limit does instead:
+// x-ratelimit-{limit,remaining,reset}-requests (reset a Go duration until
+// the bucket is full, rounded up to the millisecond), and a 429 with no
+// Retry-After whose message says "Please try again in 1s." with the exact
+// wait until a request is back. Published, if set, is the limit the
+// headers state instead of Capacity: a per-minute figure enforced over a
+// shorter window (issue 31).
+//
 // An admitted request is answered Answer after it arrived, a refused one
 // Refuse after.
 type RateSpec struct {
@@ -32,6 +40,8 @@ type RateSpec struct {
 	MaxInFlight int
 	Answer      time.Duration
 	Refuse      time.Duration
+	OpenAI      bool
+	Published   int
 }
 
 // Rate returns the limit in answers a second: the bucket's refill rate,
@@ -115,7 +125,20 @@ func (l *RateLimiter) admit(now time.Time, h http.Header) bool {
 		l.full = l.full.Add(s.Refill)
 	}
 	remaining, untilFull, untilOne := l.bucket(now)
-	h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.Itoa(s.Capacity))
+	stated := s.Capacity
+	if s.Published > 0 {
+		stated = s.Published
+	}
+	if s.OpenAI {
+		h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(stated))
+		h.Set("X-Ratelimit-Remaining-Requests", strconv.Itoa(remaining))
+		h.Set("X-Ratelimit-Reset-Requests", goDuration(untilFull))
+		if !ok {
+			h.Set(waitHeader, goDuration(untilOne)) // for the body, not sent
+		}
+		return ok
+	}
+	h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.Itoa(stated))
 	h.Set("Anthropic-Ratelimit-Requests-Remaining", strconv.Itoa(remaining))
 	h.Set("Anthropic-Ratelimit-Requests-Reset", ceilSecond(now.Add(untilFull)).UTC().Format(time.RFC3339))
 	if !ok {
@@ -123,6 +146,19 @@ func (l *RateLimiter) admit(now time.Time, h http.Header) bool {
 	}
 	return ok
 }
+
+// goDuration renders d as OpenAI writes its waits and resets ("1.2s",
+// "820ms"), rounded up to the millisecond so that it is never short.
+func goDuration(d time.Duration) string {
+	if r := d.Truncate(time.Millisecond); r < d {
+		d = r + time.Millisecond
+	}
+	return d.String()
+}
+
+// waitHeader carries an OpenAI 429's wait from admit to its body; it is
+// removed before the answer is sent.
+const waitHeader = "X-Fleet-Wait"
 
 // ceilSecond rounds t up to the second.
 func ceilSecond(t time.Time) time.Time {
@@ -182,6 +218,13 @@ func (l *RateLimiter) handle(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"id":"msg_01XFDUDYJgAACzvnptvVoYEL","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929",`+
 			`"content":[{"type":"text","text":"Paced: here is your answer."}],"stop_reason":"end_turn","stop_sequence":null,`+
 			`"usage":{"input_tokens":12,"output_tokens":9}}`)
+	case l.spec.OpenAI:
+		wait := h.Get(waitHeader)
+		h.Del(waitHeader)
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprintf(w, `{"error":{"message":"Rate limit reached for gpt-4o in organization org-fleet on requests per min (RPM): Limit %d, Used %d, Requested 1. `+
+			`Please try again in %s. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+			max(l.spec.Published, l.spec.Capacity), max(l.spec.Published, l.spec.Capacity), wait)
 	case l.spec.MaxInFlight > 0:
 		h.Set("X-Should-Retry", "true")
 		w.WriteHeader(http.StatusTooManyRequests)

@@ -1,0 +1,327 @@
+package llmretry
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmretry/llmretry/internal/coord"
+	"github.com/llmretry/llmretry/internal/wire"
+)
+
+// This file continues a committed stream that broke (Policy.ContinueStreams):
+// which way (resume, prefill, regenerate and match), the request that
+// asks for the rest, and the call that sends it, an attempt of the same
+// call under the same limits; the stream body that hands the rest on is
+// in streaming.go.
+
+// ErrStreamCut is the reason of a stream the caller was reading that broke
+// before its completion marker — its connection reset or closed early, a
+// read failed, it stalled past StreamIdleTimeout, or, with
+// ContinueStreams, an error event or a line that is not JSON came in
+// place of the rest — and was not continued, or whose continuation
+// failed. The caller's Read returns an *Exhausted whose Reason it is, whose
+// Err says how the stream broke and why it was not continued, and whose
+// record GaveUp returns; never io.EOF, never a bare unexpected EOF.
+var ErrStreamCut = errors.New("llmretry: the stream broke before its end")
+
+// The ways a cut stream is continued, as Attempt.Continued names them.
+var strategyNames = [...]string{wire.Resume: "resume", wire.Prefill: "prefill", wire.PrefillPrefix: "prefill", wire.Regenerate: "regenerate"}
+
+// resumer is what continuing a committed stream needs of the call that
+// committed it: its request, its Transport's parts, and where the call
+// stands (attempts, retries, route). It lives as long as the stream's body.
+type resumer struct {
+	t       *Transport // its memory of the routes that refuse prefill
+	f       *flight
+	base    http.RoundTripper
+	p       *Policy
+	req     *http.Request                 // the caller's
+	first   *http.Request                 // the first attempt as sent
+	getBody func() (io.ReadCloser, error) // the request's body, again
+	keepers coord.Gatekeepers
+
+	n, retries, route int   // the call so far: attempts, retries of its round, the route that committed
+	committed         int   // the attempts made when the stream was committed: n less it continued it
+	taken             []int // the routes the call took (its record's)
+	api               wire.API
+	body              []byte // the request's body, read at the first cut; nil until then
+}
+
+// commit is the call that committed a stream, as continuing it needs it:
+// a value, so that a call whose stream is never cut pays for none of it.
+type commit struct {
+	t       *Transport
+	f       *flight
+	base    http.RoundTripper
+	p       *Policy
+	req     *http.Request // the caller's
+	first   *http.Request // the first attempt as sent
+	getBody func() (io.ReadCloser, error)
+	keepers coord.Gatekeepers
+
+	n, retries, route int   // attempts made, retries of the current round, the route that committed
+	taken             []int // the routes the call took, for its record
+	gaveUp            bool  // the call gave up on the response: it is handed over as it is
+}
+
+// commit returns the call as a committed stream needs it.
+func (c *call) commit() commit {
+	return commit{t: c.t, f: c.f, base: c.base, p: c.p, req: c.req, first: c.first, getBody: c.getBody, keepers: c.keepers,
+		n: c.n, retries: c.retries, route: c.route, taken: c.routesTaken(), gaveUp: c.event != nil || c.resp.StatusCode >= 400}
+}
+
+// answer is what RoundTrip returns of a call that ended with (resp, err):
+// resp as the caller gets it (see handOver).
+func (c *call) answer(resp *http.Response, err error) (*http.Response, error) {
+	if err != nil {
+		return nil, err
+	}
+	return handOver(resp, c.commit()), nil
+}
+
+// resumer returns what continuing the stream cm committed needs.
+func (cm commit) resumer() *resumer {
+	return &resumer{t: cm.t, f: cm.f, base: cm.base, p: cm.p, req: cm.req, first: cm.first, getBody: cm.getBody, keepers: cm.keepers,
+		n: cm.n, committed: cm.n, retries: cm.retries, route: cm.route, taken: cm.taken, api: wire.APIOf(cm.req.Method, cm.req.URL)}
+}
+
+// cut returns the error a stream that broke for cause, and was not
+// continued for why ("" when continuing failed: cause says why), reads
+// as: an *Exhausted with ErrStreamCut for Reason.
+func (k *resumer) cut(cause error, why string) error {
+	err := cause
+	if why != "" {
+		err = fmt.Errorf("not continued: %s: %w", why, cause)
+	}
+	return &Exhausted{Request: k.req, Attempts: k.n, Reason: ErrStreamCut, Err: err, Routes: k.taken, Continued: k.n - k.committed}
+}
+
+// requestBody returns the request's body, read once (through GetBody) at
+// the first cut: the prefill adds to it.
+func (k *resumer) requestBody() ([]byte, error) {
+	if k.body != nil || k.getBody == nil {
+		return k.body, nil
+	}
+	rc, err := k.getBody()
+	if err != nil {
+		return nil, fmt.Errorf("llmretry: rewinding request body: %w", err)
+	}
+	defer rc.Close()
+	b, err := readAllSized(rc, k.first.ContentLength)
+	if err != nil {
+		return nil, fmt.Errorf("llmretry: reading request body: %w", err)
+	}
+	k.body = b
+	return b, nil
+}
+
+// strategy chooses how the stream st is continued on the route it was
+// cut on: resumed, for a Responses stream created in the background;
+// prefilled, where the route's API continues a final assistant turn and it
+// is not known to refuse one; else regenerated and matched.
+func (k *resumer) strategy(st *wire.Stream, u *urlHost) wire.Strategy {
+	if _, ok := st.ResumeURL(k.first.URL); ok {
+		return wire.Resume
+	}
+	if by, ok := k.p.ContinueBy[u.host]; ok {
+		switch by {
+		case "prefill":
+			return k.unlessRefused(u, wire.Prefill)
+		case "prefix":
+			return k.unlessRefused(u, wire.PrefillPrefix)
+		}
+		return wire.Regenerate
+	}
+	switch {
+	case k.api == wire.ChatCompletions && openAIHost(u.host):
+		// api.openai.com's Chat Completions starts a final assistant
+		// message over: a splice would glue a restart onto the answer.
+		return wire.Regenerate
+	case k.api == wire.ChatCompletions && (u.host == "api.deepseek.com" || u.host == "api.mistral.ai"):
+		return k.unlessRefused(u, wire.PrefillPrefix)
+	case k.api == wire.Responses:
+		return wire.Regenerate
+	}
+	return k.unlessRefused(u, wire.Prefill)
+}
+
+// unlessRefused returns st, or Regenerate where the route's host and model
+// refused a prefill before.
+func (k *resumer) unlessRefused(u *urlHost, st wire.Strategy) wire.Strategy {
+	if k.t.refusesPrefill(u.host, u.model, time.Now()) {
+		return wire.Regenerate
+	}
+	return st
+}
+
+// openAIHost reports whether host is OpenAI's or Azure OpenAI's.
+func openAIHost(host string) bool {
+	return host == "api.openai.com" || strings.HasSuffix(host, ".openai.azure.com") || strings.HasSuffix(host, ".cognitiveservices.azure.com")
+}
+
+// urlHost is the host and model a continuation goes to.
+type urlHost struct{ host, model string }
+
+// prefillMemory is how long a Transport remembers that a host and model
+// refused a prefill: a model's support does not change within a day, and
+// every fact has a lifetime.
+const prefillMemory = 24 * time.Hour
+
+// refusesPrefill reports whether host and model refused a prefill in the
+// last prefillMemory.
+func (t *Transport) refusesPrefill(host, model string, now time.Time) bool {
+	if t == nil {
+		return false
+	}
+	v, ok := t.noPrefill.Load(host + "\x00" + model)
+	return ok && now.Sub(v.(time.Time)) < prefillMemory
+}
+
+// refusedPrefill remembers that host and model refused a prefill.
+func (t *Transport) refusedPrefill(host, model string, now time.Time) {
+	if t != nil {
+		t.noPrefill.Store(host+"\x00"+model, now)
+	}
+}
+
+// prefillRefusals is a Transport's memory of the hosts and models that
+// refused a prefill (refusesPrefill).
+type prefillRefusals = sync.Map
+
+// continuation sends the request that asks for the rest of st, cut for
+// cause, and returns the response whose events, spliced, are that rest
+// (a 2xx stream whose opening the guard read), with the strategy it took
+// and the whitespace a prefill held back; or the error the caller's read
+// fails with. It runs as an attempt of the call (its number, the call's
+// retries, deadline, reserve, timeouts, coordination and routes apply),
+// and falls back from a prefill the route refuses to regenerating.
+func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wire.Strategy, []byte, error) {
+	if why := st.Stuck(); why != "" {
+		return nil, 0, nil, k.cut(cause, why)
+	}
+	if k.f.Context.Err() != nil {
+		return nil, 0, nil, k.cut(cause, "the caller's context ended")
+	}
+	if k.retries >= k.p.retryLimit(limitsFrom(k.f.Context, k.p, k.req, k.f.start).hasDeadline()) {
+		return nil, 0, nil, k.cut(cause, "the call's retries are spent")
+	}
+	orig, err := k.requestBody()
+	if err != nil {
+		return nil, 0, nil, k.cut(cause, err.Error())
+	}
+	u := &urlHost{host: strings.ToLower(k.first.URL.Host), model: wire.ModelOf(k.api, k.first.URL, orig)}
+	strategy := k.strategy(st, u)
+	for {
+		req, heldBack, err := k.request(st, strategy)
+		if err != nil {
+			return nil, 0, nil, k.cut(cause, err.Error())
+		}
+		resp, err := k.send(req, strategy, int64(len(st.Delivered())))
+		if err != nil {
+			return nil, 0, nil, k.cut(err, "")
+		}
+		if isEventStream(resp) && resp.StatusCode < 300 {
+			return resp, strategy, heldBack, nil
+		}
+		if (strategy == wire.Prefill || strategy == wire.PrefillPrefix) && k.prefillRefused(resp) {
+			// Remembered for the host and model, and never sent one
+			// again: the rest is regenerated and matched.
+			k.t.refusedPrefill(u.host, u.model, time.Now())
+			strategy = wire.Regenerate
+			continue
+		}
+		status := resp.Status
+		resp.Body.Close()
+		return nil, 0, nil, k.cut(fmt.Errorf("its continuation got %s", status), "")
+	}
+}
+
+// prefillRefused reports whether resp, a continuation's failure, refuses
+// the prefill (its body's first bytes read and put back, then closed).
+func (k *resumer) prefillRefused(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusBadRequest {
+		return false
+	}
+	body, _ := peekBody(resp, signalPeek, time.Time{})
+	if wire.PrefillRefused(resp.StatusCode, resp.Header, body) {
+		resp.Body.Close()
+		return true
+	}
+	return false
+}
+
+// request returns the request that asks for the rest of st by strategy:
+// the first attempt's, resumed (a GET), with the delivered text as a last
+// assistant turn (and the whitespace held back from it), or as it was.
+func (k *resumer) request(st *wire.Stream, strategy wire.Strategy) (*http.Request, []byte, error) {
+	req := k.first.Clone(k.f)
+	switch strategy {
+	case wire.Resume:
+		u, _ := st.ResumeURL(k.first.URL)
+		req.Method, req.URL, req.Host = http.MethodGet, u, ""
+		req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
+		req.Header.Del("Content-Type")
+		req.Header.Del("Content-Length")
+		return req, nil, nil
+	case wire.Prefill, wire.PrefillPrefix:
+		orig, err := k.requestBody()
+		if err != nil {
+			return nil, nil, err
+		}
+		body, heldBack, err := st.PrefillBody(orig, strategy)
+		if err != nil {
+			return nil, nil, err
+		}
+		withBody(req, body)
+		return req, heldBack, nil
+	}
+	body, err := k.requestBody()
+	if err != nil {
+		return nil, nil, err
+	}
+	withBody(req, body)
+	return req, nil, nil
+}
+
+// withBody gives req the body b, replayable, and its length.
+func withBody(req *http.Request, b []byte) {
+	req.GetBody = replayBody(b)
+	req.Body, _ = req.GetBody()
+	req.ContentLength = int64(len(b))
+}
+
+// send runs req as the continuation's attempts of the call: at once on the
+// route the stream was cut on, then as the call's schedule and routes say;
+// each attempt's record says it continued a stream, by strategy, from
+// offset bytes of content delivered. It returns the last attempt's result
+// as a call does (a failure response, or an *Exhausted error).
+func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) (*http.Response, error) {
+	c := newCall(k.f, k.base, k.p, req, req, req.GetBody)
+	c.keepers, c.gk = k.keepers, open{}
+	if k.keepers != nil {
+		c.gk = k.keepers.Join(req, (*callPolicy)(k.p), 0)
+	}
+	defer c.gk.Leave()
+	// A continuation is a retry without a wait: it counts against the
+	// call's retries, like a move to another route.
+	c.n, c.recorded, c.retries = k.n, k.n, k.retries+1
+	c.taken, c.route, c.next = k.taken, k.route, k.route
+	c.continued, c.from = strategyNames[strategy], offset
+	resp, err := c.resume()
+	k.n, k.retries, k.route, k.taken = c.n, c.retries, c.route, c.routesTaken()
+	return resp, err
+}
+
+// resume runs a continuation's call: its first attempt at once, then the
+// retry loop as after any failed attempt.
+func (c *call) resume() (*http.Response, error) {
+	defer c.leaveRoutes()
+	c.send()
+	runRounds(c.f.Context, c.p.OnExhausted, c)
+	return c.result()
+}

@@ -1,0 +1,452 @@
+package llmretry
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/llmretry/llmretry/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// chatChunk is one chat.completion.chunk event carrying text, with the
+// stream's id.
+func chatChunk(id, text string) string {
+	b, _ := json.Marshal(text)
+	return `data: {"id":"` + id + `","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":` + string(b) + `},"finish_reason":null}]}` + "\n\n"
+}
+
+// chatStream is a Chat Completions stream of parts: the role chunk, a
+// chunk per part and, when complete, the finish chunk and [DONE].
+func chatStream(id string, complete bool, parts ...string) string {
+	s := `data: {"id":"` + id + `","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
+	for _, p := range parts {
+		s += chatChunk(id, p)
+	}
+	if complete {
+		s += `data: {"id":"` + id + `","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n"
+	}
+	return s
+}
+
+// cutBody is a stream body that hands over its events, then fails with
+// err (io.EOF: it ends, cut short).
+type cutBody struct {
+	r   *strings.Reader
+	err error
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	if b.r.Len() > 0 {
+		return b.r.Read(p)
+	}
+	return 0, b.err
+}
+
+func (b *cutBody) Close() error { return nil }
+
+// streams answers each request with the next of its streams, each a body
+// of events ending with an error (nil: cleanly), and records the bodies
+// it was sent.
+type streams struct {
+	mu      sync.Mutex
+	replies []func(r *http.Request) *http.Response
+	bodies  []string
+	seen    []Attempt // AttemptFromContext of each request, as it was sent
+}
+
+func (s *streams) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, _ := io.ReadAll(r.Body)
+	a, _ := AttemptFromContext(r.Context())
+	s.mu.Lock()
+	i := len(s.bodies)
+	s.bodies = append(s.bodies, string(b))
+	s.seen = append(s.seen, a)
+	s.mu.Unlock()
+	return s.replies[min(i, len(s.replies)-1)](r), nil
+}
+
+func (s *streams) sent() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.bodies...)
+}
+
+// stream returns a reply of events that ends with err (nil: io.EOF).
+func stream(events string, err error) func(r *http.Request) *http.Response {
+	return func(r *http.Request) *http.Response {
+		if err == nil {
+			err = io.EOF
+		}
+		h := http.Header{"Content-Type": {"text/event-stream"}}
+		return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Body: &cutBody{r: strings.NewReader(events), err: err}, ContentLength: -1, Request: r}
+	}
+}
+
+// status returns a reply of status with a JSON body.
+func status(code int, body string) func(r *http.Request) *http.Response {
+	return func(r *http.Request) *http.Response {
+		h := http.Header{"Content-Type": {"application/json"}}
+		return &http.Response{StatusCode: code, Status: strconv.Itoa(code) + " " + http.StatusText(code), Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r}
+	}
+}
+
+// chatText reads a Chat Completions stream as an SDK accumulates it: the
+// content of every chunk, the ids seen, the finish reasons and [DONE]s.
+func chatText(t *testing.T, body string) (text string, ids map[string]bool, finishes, dones int) {
+	t.Helper()
+	ids = map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			dones++
+			continue
+		}
+		var c struct {
+			ID      string `json:"id"`
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(data), &c), data)
+		ids[c.ID] = true
+		for _, ch := range c.Choices {
+			text += ch.Delta.Content
+			if ch.FinishReason != nil {
+				finishes++
+			}
+		}
+	}
+	return text, ids, finishes, dones
+}
+
+// readAll reads resp's body to its end or first error.
+func readAll(resp *http.Response) (string, error) {
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return string(b), err
+}
+
+// With RetryStreams, a stream that breaks before its completion marker
+// reads as an error wrapping ErrStreamCut, whose record GaveUp returns;
+// never io.EOF. Everything before the break reached the caller.
+func TestStreamCutIsNeverACleanEnd(t *testing.T) {
+	delivered := chatStream("c1", false, "Hello", " wor")
+	for _, tc := range []struct {
+		name  string
+		err   error
+		cause string
+	}{
+		{"ended early", nil, "the stream ended before its completion marker"},
+		{"a reset", syscall.ECONNRESET, "connection reset by peer"},
+		{"an unexpected EOF", io.ErrUnexpectedEOF, "unexpected EOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &streams{replies: []func(*http.Request) *http.Response{stream(delivered, tc.err)}}
+				resp, err := mustNew(t, base, Policy{RetryStreams: true}).RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`))
+				require.NoError(t, err)
+				got, err := readAll(resp)
+				require.Error(t, err)
+				assert.ErrorIs(t, err, ErrStreamCut)
+				assert.NotErrorIs(t, err, io.EOF)
+				assert.ErrorContains(t, err, tc.cause)
+				ex := GaveUp(err)
+				require.NotNil(t, ex, "the record, from the read's error")
+				assert.Equal(t, ErrStreamCut, ex.Reason)
+				assert.Equal(t, 1, ex.Attempts)
+				assert.Equal(t, delivered, got, "every whole event before the break")
+				assert.Len(t, base.sent(), 1, "nothing resent without ContinueStreams")
+			})
+		})
+	}
+	t.Run("a stall past StreamIdleTimeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			prov := testkit.NewProvider(testkit.Reply{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: delivered}.Stalled())
+			resp, err := mustNew(t, prov, Policy{RetryStreams: true, StreamIdleTimeout: 10 * time.Second}).RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`))
+			require.NoError(t, err)
+			start := time.Now()
+			got, err := readAll(resp)
+			assert.Equal(t, 10*time.Second, time.Since(start))
+			assert.ErrorIs(t, err, ErrStreamCut)
+			var timeout interface{ Timeout() bool }
+			require.ErrorAs(t, err, &timeout)
+			assert.True(t, timeout.Timeout())
+			assert.Equal(t, delivered, got)
+		})
+	})
+	t.Run("a whole stream ends cleanly", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			whole := chatStream("c1", true, "Hello", " world")
+			for _, p := range []Policy{{RetryStreams: true}, {RetryStreams: true, ContinueStreams: true}} {
+				base := &streams{replies: []func(*http.Request) *http.Response{stream(whole, nil)}}
+				resp, err := mustNew(t, base, p).RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`))
+				require.NoError(t, err)
+				got, err := readAll(resp)
+				require.NoError(t, err)
+				assert.Equal(t, whole, got, "the provider's bytes, unchanged (ContinueStreams %v)", p.ContinueStreams)
+				assert.Len(t, base.sent(), 1)
+			}
+		})
+	})
+	t.Run("a stream of an API llmretry does not know ends as its provider ends it", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			legacy := `data: {"id":"cmpl-1","object":"text_completion","created":1,"choices":[{"text":"Hi","index":0,"finish_reason":"stop"}],"model":"m"}` + "\n\n" + "data: [DONE]\n\n"
+			for _, p := range []Policy{{RetryStreams: true}, {RetryStreams: true, ContinueStreams: true}} {
+				base := &streams{replies: []func(*http.Request) *http.Response{stream(legacy, nil)}}
+				resp, err := mustNew(t, base, p).RoundTrip(testkit.StainlessPost(t, "https://api.example.test/v1/completions", `{"model":"m","prompt":"Say hi","stream":true}`))
+				require.NoError(t, err)
+				got, err := readAll(resp)
+				require.NoError(t, err, "no completion marker to miss (ContinueStreams %v)", p.ContinueStreams)
+				assert.Equal(t, legacy, got)
+			}
+		})
+	})
+	t.Run("an error event is an explicit end, handed on as sent", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			events := chatStream("c1", false, "Hello") + `data: {"error":{"message":"The server had an error.","type":"server_error"}}` + "\n\n"
+			base := &streams{replies: []func(*http.Request) *http.Response{stream(events, nil)}}
+			resp, err := mustNew(t, base, Policy{RetryStreams: true}).RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`))
+			require.NoError(t, err)
+			got, err := readAll(resp)
+			require.NoError(t, err)
+			assert.Equal(t, events, got)
+		})
+	})
+	t.Run("the zero Policy leaves a stream alone", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &streams{replies: []func(*http.Request) *http.Response{stream(delivered, nil)}}
+			resp, err := mustNew(t, base, Policy{}).RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`))
+			require.NoError(t, err)
+			got, err := readAll(resp)
+			require.NoError(t, err, "a cut reads as the base's own end")
+			assert.Equal(t, delivered, got)
+		})
+	})
+}
+
+// With ContinueStreams, a stream cut mid-answer is continued: by prefill
+// on a host whose API is not known to refuse one, the caller's reads
+// carry one whole answer (one id, the text once, one finish and one
+// [DONE]), and the continuation's record says how and from where.
+func TestContinueStreamsByPrefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &streams{replies: []func(*http.Request) *http.Response{
+			stream(chatStream("c1", false, "Hello", " wor"), io.ErrUnexpectedEOF),
+			stream(chatStream("c2", true, "ld!"), nil),
+		}}
+		var rec recorder
+		var log syncBuffer
+		rt := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true, OnAttempt: func(a Attempt) {
+			rec.on(a)
+			LogAttempts(textLogger(&log))(a)
+		}})
+		resp, err := rt.RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`))
+		require.NoError(t, err)
+		got, err := readAll(resp)
+		require.NoError(t, err)
+		text, ids, finishes, dones := chatText(t, got)
+		assert.Equal(t, "Hello world!", text)
+		assert.Equal(t, map[string]bool{"c1": true}, ids, "the first message's id throughout")
+		assert.Equal(t, 1, finishes)
+		assert.Equal(t, 1, dones)
+
+		sent := base.sent()
+		require.Len(t, sent, 2)
+		var prefill struct {
+			Messages []struct{ Role, Content string } `json:"messages"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(sent[1]), &prefill))
+		require.Len(t, prefill.Messages, 2)
+		assert.Equal(t, "assistant", prefill.Messages[1].Role)
+		assert.Equal(t, "Hello wor", prefill.Messages[1].Content, "the delivered text as the last assistant turn")
+
+		require.Equal(t, 2, rec.count())
+		assert.Equal(t, "prefill", rec.attempts[1].Continued)
+		assert.Equal(t, int64(len("Hello wor")), rec.attempts[1].From)
+		assert.Equal(t, 2, rec.attempts[1].N)
+		assert.Contains(t, rec.attempts[1].String(), "(continued by prefill from 9 bytes)")
+		assert.Empty(t, rec.attempts[0].Continued)
+
+		// What the continuation's request carries while it is under way,
+		// for a layer below (otelretry), and what LogAttempts writes.
+		require.Len(t, base.seen, 2)
+		assert.Equal(t, Attempt{N: 1}, base.seen[0])
+		assert.Equal(t, Attempt{N: 2, Continued: "prefill", From: 9}, base.seen[1])
+		lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+		require.Len(t, lines, 2)
+		assert.NotContains(t, lines[0], "continued=")
+		assert.Contains(t, lines[1], "continued=prefill from=9")
+	})
+}
+
+// On api.openai.com, whose Chat Completions starts a prefilled answer
+// over, a cut stream is regenerated and matched: the request again as it
+// was; its text is handed on past what was delivered; one that departs
+// from it is never handed on, and the read fails with ErrStreamCut.
+func TestContinueStreamsByRegeneration(t *testing.T) {
+	const openaiURL = "https://api.openai.com/v1/chat/completions"
+	body := `{"model":"gpt-4o","messages":[{"role":"user","content":"Say hello"}],"stream":true}`
+	t.Run("matched", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &streams{replies: []func(*http.Request) *http.Response{
+				stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET),
+				stream(chatStream("c2", true, "Hel", "lo world!"), nil),
+			}}
+			var rec recorder
+			resp, err := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true, OnAttempt: rec.on}).RoundTrip(testkit.StainlessPost(t, openaiURL, body))
+			require.NoError(t, err)
+			got, err := readAll(resp)
+			require.NoError(t, err)
+			text, ids, finishes, dones := chatText(t, got)
+			assert.Equal(t, "Hello world!", text)
+			assert.Len(t, ids, 1)
+			assert.Equal(t, 1, finishes)
+			assert.Equal(t, 1, dones)
+			assert.Equal(t, []string{body, body}, base.sent(), "the request again, as it was")
+			assert.Equal(t, "regenerate", rec.attempts[1].Continued)
+		})
+	})
+	t.Run("diverged", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &streams{replies: []func(*http.Request) *http.Response{
+				stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET),
+				stream(chatStream("c2", true, "Hi there!"), nil),
+			}}
+			resp, err := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true}).RoundTrip(testkit.StainlessPost(t, openaiURL, body))
+			require.NoError(t, err)
+			got, err := readAll(resp)
+			assert.ErrorIs(t, err, ErrStreamCut)
+			assert.ErrorContains(t, err, "does not begin with what was delivered")
+			text, _, _, _ := chatText(t, got)
+			assert.Equal(t, "Hello wor", text, "not a byte of the diverging answer")
+		})
+	})
+}
+
+// A route that refuses prefill is remembered as refusing, for its host and
+// model: the cut is regenerated instead, and no prefill is sent it again.
+func TestContinueStreamsRefusedPrefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		refusal := `{"type":"error","error":{"type":"invalid_request_error","message":"This model does not support assistant message prefill. The conversation must end with a user message."}}`
+		var mu sync.Mutex
+		prefills := 0
+		calls := 0
+		seq := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			b, _ := io.ReadAll(r.Body)
+			calls++
+			if strings.Contains(string(b), `"assistant"`) {
+				mu.Lock()
+				prefills++
+				mu.Unlock()
+				return status(400, refusal)(r), nil
+			}
+			if calls%2 == 1 {
+				return stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET)(r), nil
+			}
+			return stream(chatStream("c2", true, "Hello world!"), nil)(r), nil
+		})
+		rt := mustNew(t, seq, Policy{RetryStreams: true, ContinueStreams: true})
+		for range 2 {
+			calls = 0
+			resp, err := rt.RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`))
+			require.NoError(t, err)
+			got, err := readAll(resp)
+			require.NoError(t, err)
+			text, _, _, _ := chatText(t, got)
+			assert.Equal(t, "Hello world!", text)
+		}
+		assert.Equal(t, 1, prefills, "one prefill in the whole test: the refusal is remembered")
+	})
+}
+
+// A stream cut inside a tool call is never continued: no request is
+// sent, and the read fails with ErrStreamCut, saying why.
+func TestContinueStreamsNeverInAToolCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tool := `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"write_file","arguments":""}}]},"finish_reason":null}]}` + "\n\n" +
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"pa"}}]},"finish_reason":null}]}` + "\n\n"
+		base := &streams{replies: []func(*http.Request) *http.Response{stream(tool, io.ErrUnexpectedEOF)}}
+		resp, err := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true}).RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`))
+		require.NoError(t, err)
+		_, err = readAll(resp)
+		assert.ErrorIs(t, err, ErrStreamCut)
+		assert.ErrorContains(t, err, "not continued: a tool call")
+		assert.Len(t, base.sent(), 1, "no second request")
+	})
+}
+
+// With ContinueStreams, an error event or a line that is not JSON after
+// content breaks the stream: it never reaches the caller, and the rest is
+// continued.
+func TestContinueStreamsBreakingEvents(t *testing.T) {
+	for _, tc := range []struct{ name, bad string }{
+		{"an error event", `data: {"error":{"message":"The server had an error.","type":"server_error"}}` + "\n\n"},
+		{"a line that is not JSON", `data: {"id": "c1", "choices": [{"delta": {"content": ` + "\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &streams{replies: []func(*http.Request) *http.Response{
+					stream(chatStream("c1", false, "Hello", " wor")+tc.bad+chatChunk("c1", "never"), nil),
+					stream(chatStream("c2", true, "ld!"), nil),
+				}}
+				resp, err := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true}).RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","messages":[],"stream":true}`))
+				require.NoError(t, err)
+				got, err := readAll(resp)
+				require.NoError(t, err)
+				assert.NotContains(t, got, tc.bad)
+				text, _, _, _ := chatText(t, got)
+				assert.Equal(t, "Hello world!", text)
+			})
+		})
+	}
+}
+
+// A continuation is an attempt of the call: a stream cut again and again
+// is continued while the schedule allows, then the read fails with
+// ErrStreamCut; its waits are the schedule's.
+func TestContinueStreamsKeepsTheSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &streams{replies: []func(*http.Request) *http.Response{
+			stream(chatStream("c1", false, "Hello"), io.ErrUnexpectedEOF),
+			status(503, `{"error":{"message":"overloaded"}}`),
+		}}
+		var rec recorder
+		rt := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true, Waits: []time.Duration{time.Second, time.Second}, OnAttempt: rec.on})
+		resp, err := rt.RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","messages":[],"stream":true}`))
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = readAll(resp)
+		assert.ErrorIs(t, err, ErrStreamCut)
+		assert.Equal(t, time.Second, time.Since(start), "the continuation at once, its retry after the schedule's wait")
+		assert.Equal(t, 3, rec.count(), "the call's retries, spent")
+		ex := GaveUp(err)
+		require.NotNil(t, ex)
+		assert.Equal(t, 3, ex.Attempts)
+		assert.Equal(t, 2, ex.Continued, "the two attempts after the cut continued the stream")
+		assert.Contains(t, ex.Error(), "its continuation got 503 Service Unavailable (2 of the attempts continued the stream)")
+	})
+}
+
+// ContinueStreams needs RetryStreams; ContinueBy's values are known ones.
+func TestContinueStreamsValidate(t *testing.T) {
+	assert.ErrorContains(t, Policy{ContinueStreams: true}.Validate(), "ContinueStreams needs RetryStreams")
+	assert.ErrorContains(t, Policy{ContinueBy: map[string]string{"x.test": "maybe"}}.Validate(), `Policy.ContinueBy["x.test"] is "maybe"`)
+	assert.NoError(t, Policy{RetryStreams: true, ContinueStreams: true, ContinueBy: map[string]string{"api.deepseek.com": "prefix"}}.Validate())
+}

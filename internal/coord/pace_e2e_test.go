@@ -1,0 +1,337 @@
+package coord_test
+
+// The pace a spent rate limit sets and the limit on calls in flight
+// (pace.go, and the gate's send leases) through coordinated Transports,
+// against providers that enforce their limits as OpenAI's and Anthropic's
+// do.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/coordination"
+	"github.com/llmretry/llmretry/internal/clock"
+	"github.com/llmretry/llmretry/internal/testkit"
+	"github.com/llmretry/llmretry/store"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// 60 calls at once meet a spent request bucket (10, one back a second):
+// the first 429 paces the key, so that the refused calls and every later
+// one go at the bucket's rate, each at its own turn: at most 2 more 429s,
+// all answered about as soon as the limit allows, the holds recorded as
+// HoldPaced. The pace lapses once the bucket is full again: an hour later
+// a call goes straight out and makes no store call.
+func TestCoordinatedPacesASpentRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const calls, gen = 60, 2 * time.Second
+		b := newBucket(10, time.Second, gen)
+		st := &testkit.Store{Store: coordination.NewMemoryStore()}
+		var h holds
+		rt, err := llmretry.NewCoordinated(b, llmretry.Policy{Waits: hostWaits, Reserve: time.Minute}, coordination.Config{Store: st, OnHold: h.Add})
+		require.NoError(t, err)
+		results := callMany(t, rt, b.start, calls, 0, 10*time.Minute, nil)
+		last := time.Duration(0)
+		for _, r := range results {
+			require.NoError(t, r.err)
+			last = max(last, r.at)
+		}
+		assert.LessOrEqual(t, b.refusedAfter(0), 2, "after the first 429 came back (at once), at most 2 more")
+		// The bucket allows the 60th request at 50 s: answered at 52 s.
+		assert.GreaterOrEqual(t, last, 52*time.Second)
+		assert.LessOrEqual(t, last, 53*time.Second, "at the limit's pace, not later")
+		ended := h.ended()
+		assert.Positive(t, ended[coordination.HoldReleased])
+		for _, x := range h.All() {
+			assert.Equal(t, coordination.HoldPaced, x.Reason)
+		}
+
+		time.Sleep(time.Hour)
+		assert.False(t, load(t, st, "api.example.com").Paced(time.Now()), "the pace lapsed")
+		before := st.Calls()
+		n := len(b.admitted)
+		require.NoError(t, callMany(t, rt, b.start, 1, 0, time.Minute, nil)[0].err)
+		assert.Equal(t, before, st.Calls(), "a quiet key again: no store call")
+		assert.Len(t, b.admitted, n+1)
+	})
+}
+
+// 60 calls, one every 100 ms, meet a limit of 8 requests in flight: the
+// first 429 limits the key's calls in flight to the 8 the provider took,
+// so that the rest wait at the gate for room (HoldInFlight) instead of
+// being refused: at most 2 more 429s, never more than 8 in flight, every
+// call answered about as soon as the limit allows (the 60th admitted at
+// 14.3 s when each goes as soon as one of the 8 ahead of it is answered:
+// 16.3 s). An hour later the limit has lapsed.
+func TestCoordinatedLimitsCallsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const calls, gen = 60, 2 * time.Second
+		s := &slots{start: time.Now(), max: 8, gen: gen}
+		var h holds
+		st := coordination.NewMemoryStore()
+		rt, err := llmretry.NewCoordinated(s, llmretry.Policy{Waits: hostWaits, Reserve: time.Minute}, coordination.Config{OnHold: h.Add, Store: st})
+		require.NoError(t, err)
+		results := callMany(t, rt, s.start, calls, 100*time.Millisecond, 10*time.Minute, nil)
+		last := time.Duration(0)
+		for _, r := range results {
+			require.NoError(t, r.err)
+			last = max(last, r.at)
+		}
+		s.mu.Lock()
+		refused := slices.Clone(s.refused)
+		most := s.most
+		s.mu.Unlock()
+		require.NotEmpty(t, refused)
+		assert.LessOrEqual(t, len(refused), 3, "the first 429 (back at once), and at most 2 more")
+		assert.Equal(t, 8, most)
+		assert.LessOrEqual(t, last, 16300*time.Millisecond*6/5, "within 20 % of the limit's pace")
+		reasons := map[coordination.HoldReason]int{}
+		for _, x := range h.All() {
+			reasons[x.Reason]++
+		}
+		assert.Positive(t, reasons[coordination.HoldInFlight])
+
+		time.Sleep(time.Hour)
+		f := load(t, st, "api.example.com")
+		assert.False(t, f.Capped(time.Now()), "the limit lapsed")
+		assert.Zero(t, f.InFlight, "no send lease left")
+	})
+}
+
+// A call whose turn under a pace comes after the last instant it may send
+// ends at once, without sending, and says why.
+func TestCoordinatedPaceGivesUpPastItsLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBucket(1, 30*time.Second, 0)
+		rt, err := llmretry.NewCoordinated(b, llmretry.Policy{Reserve: time.Second}, coordination.Config{})
+		require.NoError(t, err)
+		require.NoError(t, callMany(t, rt, b.start, 1, 0, time.Minute, nil)[0].err) // spends the bucket: paced until 30 s
+		start := time.Now()
+		res := callMany(t, rt, b.start, 1, 0, 20*time.Second, nil)[0]
+		var down *coordination.HeldError
+		require.ErrorAs(t, res.err, &down)
+		assert.Equal(t, coordination.HoldPaced, down.Reason)
+		assert.Equal(t, 30*time.Second, down.Left)
+		assert.ErrorIs(t, res.err, llmretry.ErrNoTimeLeft)
+		assert.Equal(t, start.Sub(b.start), res.at, "at once")
+		assert.Len(t, b.admitted, 1, "nothing sent")
+		assert.Empty(t, b.refused)
+	})
+}
+
+// Under a limit on calls in flight, a stream stays in flight until its
+// body is done: with a limit of 1, the second call waits (HoldInFlight)
+// until the first one's stream is closed, then goes at once.
+func TestCoordinatedStreamHoldsItsSlotUntilClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Duration
+		start := time.Now()
+		var mu sync.Mutex
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent = append(sent, time.Since(start))
+			mu.Unlock()
+			return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"text/event-stream"}},
+				Body: io.NopCloser(strings.NewReader("data: {}\n\n")), ContentLength: -1, Request: req}, nil
+		})
+		st := coordination.NewMemoryStore()
+		var h holds
+		rt, err := llmretry.NewCoordinated(base, llmretry.Policy{}, coordination.Config{Store: st, OnHold: h.Add})
+		require.NoError(t, err)
+		req := mustRequest(t, context.Background())
+		_, err = st.Report(context.Background(), st.Key(req.URL.Host, nil), // mustRequest carries no credential
+			store.Report{At: time.Now(), Evidence: store.ProviderUp, Cut: true, Grow: time.Hour, CapUntil: time.Now().Add(time.Hour)}) // nothing in flight: a limit of 1
+		require.NoError(t, err)
+
+		first, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		done := make(chan *http.Response)
+		go func() {
+			resp, err := rt.RoundTrip(mustRequest(t, context.Background()))
+			assert.NoError(t, err)
+			done <- resp
+		}()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		assert.Len(t, sent, 1, "the second call waits while the first stream is open")
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, first.Body) // read to its end: done
+		second := <-done
+		second.Body.Close()
+		first.Body.Close()
+		mu.Lock()
+		assert.Equal(t, []time.Duration{0, 10 * time.Second}, sent, "sent once the first was done")
+		mu.Unlock()
+		require.NotEmpty(t, h.All())
+		assert.Equal(t, coordination.HoldInFlight, h.All()[0].Reason)
+	})
+}
+
+// A provider key is its host and credential, not the model (decision 75):
+// two models on one API key, each under its own request bucket (10, one
+// back a second), share one pace once either is spent. Every call is
+// answered with no more 429s than one bucket would cost, at the pace of
+// one bucket: the price of keeping the request body unread on the success
+// path. (A host that needs each model paced apart gives each its own API
+// key.)
+func TestCoordinatedKeyIsNotPerModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const perModel = 30
+		a, b := newBucket(10, time.Second, 2*time.Second), newBucket(10, time.Second, 2*time.Second)
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Header.Get("X-Model") == "b" {
+				return b.RoundTrip(req)
+			}
+			return a.RoundTrip(req)
+		})
+		rt, err := llmretry.NewCoordinated(base, llmretry.Policy{Waits: hostWaits, Reserve: time.Minute}, coordination.Config{})
+		require.NoError(t, err)
+		results := callMany(t, rt, a.start, 2*perModel, 0, 10*time.Minute, func(i int, req *http.Request) {
+			if i%2 == 1 {
+				req.Header.Set("X-Model", "b")
+			}
+		})
+		last := time.Duration(0)
+		for _, r := range results {
+			require.NoError(t, r.err)
+			last = max(last, r.at)
+		}
+		refused := len(a.refused) + len(b.refused)
+		t.Logf("two models, one key: %d 429s, last answer at %v (each model alone: %v)", refused, last, 22*time.Second)
+		assert.LessOrEqual(t, refused, 2*perModel-20+2, "the first burst, and at most 2 more")
+		// 20 calls go before the first 429 (10 per bucket), the other 40
+		// at one bucket's pace: the last at 40 s, answered at 42 s, where
+		// two paces would answer every call by 22 s.
+		assert.GreaterOrEqual(t, last, 40*time.Second, "paced as one bucket, though the provider has two")
+	})
+}
+
+// bucket is an in-memory provider enforcing a request bucket the way
+// OpenAI does: capacity requests, one back each refill (kept as the
+// instant the bucket is full again), x-ratelimit-*-requests on every
+// response, and a 429 without Retry-After whose message states the wait
+// until one request is back. An admitted request is answered gen after it
+// arrives, a refused one at once. It starts no goroutine.
+type bucket struct {
+	start    time.Time
+	capacity int
+	refill   time.Duration
+	gen      time.Duration
+	stated   int  // the limit its headers state (0: capacity)
+	silent   bool // its 429s state no wait
+
+	mu       sync.Mutex
+	full     time.Time
+	admitted []time.Duration // arrivals, since start
+	refused  []time.Duration
+}
+
+func newBucket(capacity int, refill, gen time.Duration) *bucket {
+	now := time.Now()
+	return &bucket{start: now, full: now, capacity: capacity, refill: refill, gen: gen}
+}
+
+func (b *bucket) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	now := time.Now()
+	b.mu.Lock()
+	ok := !b.full.After(now.Add(time.Duration(b.capacity-1) * b.refill))
+	if ok {
+		if now.After(b.full) {
+			b.full = now
+		}
+		b.full = b.full.Add(b.refill)
+		b.admitted = append(b.admitted, now.Sub(b.start))
+	} else {
+		b.refused = append(b.refused, now.Sub(b.start))
+	}
+	untilFull := max(0, b.full.Sub(now))
+	remaining := b.capacity - int((untilFull+b.refill-1)/b.refill)
+	untilOne := max(0, untilFull-time.Duration(b.capacity-1)*b.refill)
+	b.mu.Unlock()
+	h := http.Header{"Content-Type": {"application/json"}}
+	h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(max(b.stated, b.capacity)))
+	h.Set("X-Ratelimit-Remaining-Requests", strconv.Itoa(remaining))
+	h.Set("X-Ratelimit-Reset-Requests", untilFull.String())
+	if !ok {
+		body := fmt.Sprintf(`{"error":{"message":"Rate limit reached for requests. Please try again in %v.","type":"requests","code":"rate_limit_exceeded"}}`, untilOne)
+		if b.silent {
+			body = `{"error":{"message":"Rate limit reached for requests.","type":"requests","code":"rate_limit_exceeded"}}`
+		}
+		return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1, Request: req}, nil
+	}
+	if err := clock.Sleep(req.Context(), b.gen); err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), ContentLength: -1, Request: req}, nil
+}
+
+// refusedAfter returns how many requests were refused after at.
+func (b *bucket) refusedAfter(at time.Duration) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, r := range b.refused {
+		if r > at {
+			n++
+		}
+	}
+	return n
+}
+
+// slots is an in-memory provider enforcing a limit on requests in flight
+// the way Anthropic does: the one over it is refused at once with 429
+// "Number of concurrent connections has exceeded your rate limit" and
+// retry-after: 1; an admitted one is answered gen after it arrives.
+type slots struct {
+	start time.Time
+	max   int
+	gen   time.Duration
+
+	mu       sync.Mutex
+	inFlight int
+	most     int             // the most in flight at once
+	refused  []time.Duration // arrivals, since start
+}
+
+func (s *slots) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	s.mu.Lock()
+	if s.inFlight >= s.max {
+		s.refused = append(s.refused, time.Since(s.start))
+		s.mu.Unlock()
+		body := `{"type":"error","error":{"type":"rate_limit_error","message":"Number of concurrent connections has exceeded your rate limit."}}`
+		return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: http.Header{"Retry-After": {"1"}, "Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1, Request: req}, nil
+	}
+	s.inFlight++
+	s.most = max(s.most, s.inFlight)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	if err := clock.Sleep(req.Context(), s.gen); err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), ContentLength: -1, Request: req}, nil
+}
