@@ -2,7 +2,9 @@ package coord_test
 
 // The gate's behaviour (gate.go) through coordinated Transports: down keys
 // and their probes, server waits, the release and its spread, the retry
-// budget, giving up without sending, and what moves a key.
+// budget, giving up without sending, and what moves a key; then the
+// records of holds (hold.go) and provider keys (keys.go), each in its
+// section below.
 
 import (
 	"context"
@@ -12,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -551,5 +554,176 @@ func TestCoordinatedProbeMarkedInContext(t *testing.T) {
 			}
 		}
 		assert.Greater(t, probes, 2, "an outage of 40 s is probed several times")
+	})
+}
+
+// The records of holds (hold.go) through coordinated Transports: what a
+// panic in them, or in the other callbacks, leaves behind.
+
+// A callback that panics — OnHold at each hold outcome, OnAttempt on a
+// probe, the Asker — reaches the caller that ran it, and leaves the shared
+// state consistent: no probe lease held, no budget spent (in the store),
+// nobody held (the engine's TestPanicInOnHoldLeavesNoWaiter). An
+// hour later, the provider healthy, a new call goes straight out, and an
+// ordinary 429 retry on the quiet key is not held by the budget.
+func TestCoordinatedCallbackPanics(t *testing.T) {
+	type when struct {
+		name  string
+		boom  func(coordination.Hold) bool // OnHold panics when it returns true
+		boomA func(llmretry.Attempt) bool  // OnAttempt panics when it returns true
+		ask   bool                         // the Asker panics
+	}
+	outcome := func(o coordination.HoldOutcome) func(coordination.Hold) bool {
+		return func(h coordination.Hold) bool { return h.Outcome == o }
+	}
+	cases := []when{
+		{name: "OnHold as a hold begins", boom: outcome(coordination.HoldWaiting)},
+		{name: "OnHold as the call is sent as the probe", boom: outcome(coordination.HoldProbe)},
+		{name: "OnHold as the call is released", boom: outcome(coordination.HoldReleased)},
+		{name: "OnHold as the call gives up", boom: outcome(coordination.HoldGaveUp)},
+		{name: "OnHold as the call is canceled", boom: outcome(coordination.HoldCanceled)},
+		{name: "OnAttempt on the probe", boomA: func(a llmretry.Attempt) bool { return a.Probe }},
+		{name: "OnAttempt on a budgeted retry", boomA: func(a llmretry.Attempt) bool { return a.N == 2 && a.Response != nil && a.Response.StatusCode == 429 }},
+		{name: "the Asker", ask: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// 502 for 20 s, then 429s without a wait for 10 s (own
+				// schedule retries, under the budget), then up.
+				p := newFlaky(status(502), 100*time.Millisecond, window{0, 20 * time.Second})
+				base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					if at := time.Since(p.start); at >= 20*time.Second && at < 30*time.Second {
+						return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+					}
+					return p.RoundTrip(req)
+				})
+				var fired atomic.Bool
+				boom := func() {
+					if fired.CompareAndSwap(false, true) {
+						panic("boom from user code")
+					}
+				}
+				policy := llmretry.Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}
+				st := coordination.NewMemoryStore()
+				config := coordination.Config{ProbeInterval: 2 * time.Second, Store: st}
+				config.OnHold = func(h coordination.Hold) {
+					if c.boom != nil && c.boom(h) {
+						boom()
+					}
+				}
+				policy.OnAttempt = func(a llmretry.Attempt) {
+					if c.boomA != nil && c.boomA(a) {
+						boom()
+					}
+				}
+				if c.ask {
+					policy.MaxRetries = 2 // so that the schedule runs out
+					policy.OnExhausted = func(context.Context, *llmretry.Exhausted) bool { boom(); return false }
+				}
+				rt, err := llmretry.NewCoordinated(base, policy, config)
+				require.NoError(t, err)
+				var panics atomic.Int32
+				var wg sync.WaitGroup
+				for i := range 8 {
+					wg.Go(func() {
+						defer func() {
+							if r := recover(); r != nil {
+								assert.Equal(t, "boom from user code", r, "the panic reaches the caller as it is")
+								panics.Add(1)
+							}
+						}()
+						time.Sleep(time.Duration(i) * 3 * time.Second)
+						d := time.Minute
+						if i%3 == 2 {
+							d = 10 * time.Second // gives up held
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), d)
+						defer cancel()
+						if i == 4 {
+							time.AfterFunc(2*time.Second, cancel) // canceled while held
+						}
+						resp, err := rt.RoundTrip(mustRequest(t, ctx))
+						if err == nil {
+							_, _ = io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+						}
+					})
+				}
+				wg.Wait()
+				require.True(t, fired.Load(), "the callback was reached")
+				assert.Equal(t, int32(1), panics.Load(), "the panic reached exactly its caller")
+				f := load(t, st, "api.example.com") // the calls' one key
+				assert.False(t, f.Probing(time.Now()), "the probe lease is released")
+				assert.Zero(t, f.Retries, "the budget is returned")
+
+				time.Sleep(time.Hour)
+				fired.Store(true) // no more panics
+				start := time.Now()
+				n := len(p.arrivals())
+				resp, err := rt.RoundTrip(mustRequest(t, context.Background()))
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, start.Sub(p.start), p.arrivals()[n], "straight out, an hour later")
+			})
+		})
+	}
+}
+
+// Provider keys (keys.go) through a coordinated Transport: a key down
+// holds no other key's calls.
+
+func TestCoordinatedKeysAreHostAndCredential(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Key A is refused for ten minutes; key B works.
+		var mu sync.Mutex
+		var sent []string
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent = append(sent, req.URL.Host+" "+req.Header.Get("Authorization"))
+			mu.Unlock()
+			if req.Header.Get("Authorization") == "Bearer A" && req.URL.Host == "api.example.com" {
+				return nil, refused.err
+			}
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+		})
+		rt, err := llmretry.NewCoordinated(base, llmretry.Policy{Waits: []time.Duration{time.Minute}}, coordination.Config{})
+		require.NoError(t, err)
+		ctxA, cancelA := context.WithCancel(context.Background())
+		doneA := make(chan error)
+		go func() {
+			req := mustRequest(t, ctxA)
+			req.Header.Set("Authorization", "Bearer A")
+			_, err := rt.RoundTrip(req)
+			doneA <- err
+		}()
+		defer func() {
+			cancelA()
+			assert.ErrorIs(t, <-doneA, context.Canceled, "key A's call was still held")
+		}()
+		synctest.Wait() // key A's call was refused and is held: the key is down
+		for _, c := range []struct{ host, auth string }{
+			{"api.example.com", "Bearer B"},   // another credential
+			{"other.example.com", "Bearer A"}, // another host
+			{"api.example.com", ""},           // no credential
+		} {
+			req := mustRequest(t, context.Background())
+			req.URL.Host = c.host
+			if c.auth != "" {
+				req.Header.Set("Authorization", c.auth)
+			}
+			start := time.Now()
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err, c.host+" "+c.auth)
+			resp.Body.Close()
+			assert.Equal(t, time.Duration(0), time.Since(start), "%s %s is not held by key A", c.host, c.auth)
+		}
+		synctest.Wait()
+		mu.Lock()
+		assert.Len(t, sent, 4, "%v", sent)
+		mu.Unlock()
+
+		// What makes a key, request by request: TestKeysAreHostAndCredential
+		// (keys_test.go).
 	})
 }
