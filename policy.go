@@ -100,7 +100,8 @@ type Policy struct {
 	// for (529, 500, 429, with any wait it states) and is retried; any
 	// other error event stands for a 400, which is not retried. The
 	// caller reads exactly the bytes the provider sent, from the first.
-	// Bedrock's binary event stream is handed over untouched.
+	// Bedrock's binary event stream is not read ahead; its framing is
+	// followed, so that a cut in it reads as ErrStreamCut (see there).
 	RetryStreams bool
 	// ContinueStreams continues a stream the caller already reads when it
 	// breaks before its end (with RetryStreams, which it needs): a reset

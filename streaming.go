@@ -2,6 +2,7 @@ package llmretry
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -134,8 +135,43 @@ func handOver(resp *http.Response, cm commit) *http.Response {
 	if p.StreamIdleTimeout > 0 && isEventStream(resp) {
 		resp.Body = newIdleBody(resp.Body, p.StreamIdleTimeout)
 	}
+	if p.RetryStreams && !cm.gaveUp && isEventStream(resp) && hasMediaType(resp.Header.Get("Content-Type"), wire.MediaEventStream) {
+		resp.Body = &framesBody{rc: resp.Body, cm: cm}
+	}
 	return resp
 }
+
+// framesBody is a committed AWS event stream (Bedrock's) under a policy
+// that retries streams: its bytes reach the caller as they come, and its
+// framing is followed (wire.Frames) so that a read that fails, a stall
+// past StreamIdleTimeout, or an end inside a message reads as an error
+// wrapping ErrStreamCut, never a bare unexpected EOF. It is never
+// continued; an end between two messages before the model's last one is
+// not seen (that is the SDK's to tell: it reads the events).
+type framesBody struct {
+	rc io.ReadCloser
+	fr wire.Frames
+	cm commit
+}
+
+// Read reads the stream, following its framing.
+func (b *framesBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.fr.Feed(p[:n])
+	switch {
+	case err == nil || err == io.EOF && !b.fr.Inside():
+		return n, err
+	case err == io.EOF:
+		err = errEndedInMessage
+	}
+	if b.cm.p.ContinueStreams {
+		err = fmt.Errorf("not continued: %s: %w", wire.StuckBedrock, err)
+	}
+	return n, b.cm.cut(err)
+}
+
+// Close closes the stream.
+func (b *framesBody) Close() error { return b.rc.Close() }
 
 // streamBody is a committed stream the caller reads, under a policy that
 // retries streams. It hands the caller the provider's bytes, whole events
@@ -377,8 +413,12 @@ func (b *streamBody) broke(cause error) {
 
 // cut is the error of a stream that broke for cause and is not continued
 // (ContinueStreams is off).
-func (b *streamBody) cut(cause error) error {
-	return &Exhausted{Request: b.cm.req, Attempts: b.cm.n, Reason: ErrStreamCut, Err: cause, Routes: b.cm.taken}
+func (b *streamBody) cut(cause error) error { return b.cm.cut(cause) }
+
+// cut returns the error the caller's read of cm's committed stream, broken
+// for cause, fails with: an *Exhausted with ErrStreamCut for Reason.
+func (cm commit) cut(cause error) error {
+	return &Exhausted{Request: cm.req, Attempts: cm.n, Reason: ErrStreamCut, Err: cause, Routes: cm.taken}
 }
 
 // stopIdle stops the idle bound.
@@ -404,6 +444,7 @@ var (
 	errStreamEvent     = errors.New("an error event came in place of the rest")
 	errStreamMalformed = errors.New("a data line that is not JSON came in place of the rest")
 	errBodyClosed      = errors.New("http: read on closed response body")
+	errEndedInMessage  = errors.New("the stream ended inside a message")
 )
 
 // isEventStream reports whether resp is a successful stream of events: a

@@ -27,8 +27,8 @@ const (
 	MediaSSE = "text/event-stream"
 	// MediaEventStream is AWS's binary event stream (Bedrock's streaming
 	// operations): length-prefixed frames with headers and a CRC, which
-	// this package recognises and hands over untouched (no framer reads
-	// it; an error in it is the SDK's to read).
+	// this package recognises and does not decode (Frames follows their
+	// lengths only; an error in it is the SDK's to read).
 	MediaEventStream = "application/vnd.amazon.eventstream"
 )
 

@@ -488,7 +488,7 @@ func (s *Stream) Stuck() string {
 	switch s.api {
 	case ChatCompletions, Messages, Gemini, Responses:
 	case Bedrock:
-		return "Bedrock's event stream"
+		return StuckBedrock
 	default:
 		return "an unknown API"
 	}
