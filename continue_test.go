@@ -2,12 +2,16 @@ package llmretry
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -244,6 +248,112 @@ func TestStreamCutIsNeverACleanEnd(t *testing.T) {
 // With ContinueStreams, a stream cut mid-answer is continued: by prefill
 // on a host whose API is not known to refuse one, the caller's reads
 // carry one whole answer (one id, the text once, one finish and one
+// Bedrock's binary event stream is handed over untouched by a policy that
+// does not retry streams; with RetryStreams its bytes reach the caller as
+// they come, and a cut (a failed read, an end inside a message, a stall)
+// reads as an error wrapping ErrStreamCut that says how; it is never
+// continued: the base sees one request.
+func TestEventStreamCut(t *testing.T) {
+	const converse = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream"
+	whole := append(awsMessage(40), awsMessage(16)...)
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	tests := []struct {
+		name  string
+		p     Policy
+		body  func() io.ReadCloser
+		bytes []byte
+		cause error  // what the read's error wraps beside ErrStreamCut; nil: a clean end
+		says  string // in the error's text
+	}{
+		{"whole messages end cleanly", Policy{RetryStreams: true},
+			func() io.ReadCloser { return io.NopCloser(bytes.NewReader(whole)) }, whole, nil, ""},
+		{"an end inside a message", Policy{RetryStreams: true},
+			func() io.ReadCloser { return io.NopCloser(bytes.NewReader(whole[:50])) }, whole[:50], errEndedInMessage, "inside a message"},
+		{"a reset", Policy{RetryStreams: true},
+			func() io.ReadCloser { return &failingAfter{data: whole[:40], err: reset} }, whole[:40], syscall.ECONNRESET, "reset"},
+		{"a reset, with ContinueStreams", Policy{RetryStreams: true, ContinueStreams: true},
+			func() io.ReadCloser { return &failingAfter{data: whole[:40], err: reset} }, whole[:40], syscall.ECONNRESET, "not continued: Bedrock's event stream"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sent atomic.Int32
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				sent.Add(1)
+				return eventStreamResponse(r, tt.body()), nil
+			})
+			resp, err := mustNew(t, base, tt.p).RoundTrip(streamRequest(t, converse, `{}`))
+			require.NoError(t, err)
+			got, err := io.ReadAll(resp.Body)
+			assert.Equal(t, tt.bytes, got, "every byte, as it came")
+			assert.Equal(t, int32(1), sent.Load(), "never sent again")
+			if tt.cause == nil {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorIs(t, err, ErrStreamCut)
+			assert.ErrorIs(t, err, tt.cause)
+			assert.ErrorContains(t, err, tt.says)
+			assert.NotNil(t, GaveUp(err), "the record is reachable")
+		})
+	}
+	t.Run("without RetryStreams, the base's own body", func(t *testing.T) {
+		body := io.NopCloser(bytes.NewReader(whole[:50]))
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return eventStreamResponse(r, body), nil })
+		resp, err := mustNew(t, base, Policy{}).RoundTrip(streamRequest(t, converse, `{}`))
+		require.NoError(t, err)
+		assert.True(t, resp.Body == body, "the base's own body object")
+	})
+}
+
+// A Bedrock event stream that stalls past StreamIdleTimeout, under
+// RetryStreams, reads as ErrStreamCut too.
+func TestEventStreamStallIsACut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return eventStreamResponse(r, newStallBody(string(awsMessage(16)))), nil
+		})
+		rt := mustNew(t, base, Policy{RetryStreams: true, StreamIdleTimeout: 5 * time.Second})
+		resp, err := rt.RoundTrip(streamRequest(t, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream", `{}`))
+		require.NoError(t, err)
+		start := time.Now()
+		got, err := io.ReadAll(resp.Body)
+		assert.Equal(t, awsMessage(16), got)
+		assert.ErrorIs(t, err, ErrStreamCut)
+		assert.ErrorContains(t, err, "Policy.StreamIdleTimeout")
+		assert.Equal(t, 5*time.Second, time.Since(start))
+	})
+}
+
+// awsMessage returns an AWS event-stream message of total length size:
+// its length, then filler (the Transport reads only the length).
+func awsMessage(size uint32) []byte {
+	b := make([]byte, size)
+	binary.BigEndian.PutUint32(b, size)
+	return b
+}
+
+// eventStreamResponse is a 200 AWS event stream with body.
+func eventStreamResponse(r *http.Request, body io.ReadCloser) *http.Response {
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}, Body: body, Request: r}
+}
+
+// failingAfter reads data, then fails with err.
+type failingAfter struct {
+	data []byte
+	err  error
+}
+
+func (b *failingAfter) Read(p []byte) (int, error) {
+	if len(b.data) == 0 {
+		return 0, b.err
+	}
+	n := copy(p, b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
+
+func (b *failingAfter) Close() error { return nil }
+
 // [DONE]), and the continuation's record says how and from where.
 func TestContinueStreamsByPrefill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
