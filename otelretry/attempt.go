@@ -32,14 +32,18 @@ type attemptTransport struct {
 func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	a, _ := llmretry.AttemptFromContext(ctx)
-	n, probe, route := a.N, a.Probe, a.Route
+	n := a.N
+	f := facts{resend: n > 1, probe: a.Probe, route: a.Route, continued: a.Continued}
 	port, implied := serverPort(req.URL)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		if probe {
+		if f.probe {
 			span.SetAttributes(keyProbe.Bool(true))
 		}
-		if route > 0 {
-			span.SetAttributes(keyRoute.Int(route))
+		if f.route > 0 {
+			span.SetAttributes(keyRoute.Int(f.route))
+		}
+		if f.continued != "" {
+			span.SetAttributes(keyContinued.String(f.continued), keyContinuedFrom.Int64(a.From))
 		}
 		// otelhttp has set its own attributes when the span started; the
 		// later value of a key wins (the span has not been exported yet).
@@ -71,7 +75,13 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			labeler.Add(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
 		}
 	}
-	t.tel.countAttempt(ctx, req, resp, err, n > 1, probe, route)
+	if err == nil && opensStream(resp) {
+		// Its stream's first event may yet fail it (llmretry.event): the
+		// attempt is counted once that is known (see pending).
+		resp = t.tel.pend(ctx, req, resp, f)
+		return resp, nil
+	}
+	t.tel.countAttempt(ctx, req, resp, err, f)
 	return resp, err
 }
 

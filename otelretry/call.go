@@ -39,6 +39,8 @@ func reasonName(err error) string {
 		return "provider_refused"
 	case errors.Is(err, llmretry.ErrNotRetryable):
 		return "not_retryable"
+	case errors.Is(err, llmretry.ErrStreamCut):
+		return "stream_cut"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -21,12 +21,14 @@ import (
 // through wrapping; any other error is the request's own: not_retryable.
 func TestReasonName(t *testing.T) {
 	for err, want := range map[error]string{
-		nil:                                         "",
-		llmretry.ErrRetriesSpent:                    "retries_spent",
-		llmretry.ErrNoTimeLeft:                      "no_time_left",
-		llmretry.ErrWaitTooLong:                     "wait_too_long",
-		llmretry.ErrProviderRefused:                 "provider_refused",
-		llmretry.ErrNotRetryable:                    "not_retryable",
+		nil:                         "",
+		llmretry.ErrRetriesSpent:    "retries_spent",
+		llmretry.ErrNoTimeLeft:      "no_time_left",
+		llmretry.ErrWaitTooLong:     "wait_too_long",
+		llmretry.ErrProviderRefused: "provider_refused",
+		llmretry.ErrNotRetryable:    "not_retryable",
+		llmretry.ErrStreamCut:       "stream_cut",
+		&llmretry.Exhausted{Reason: llmretry.ErrStreamCut}: "stream_cut",
 		context.Canceled:                            "canceled",
 		context.DeadlineExceeded:                    "deadline_exceeded",
 		fmt.Errorf("w: %w", llmretry.ErrNoTimeLeft): "no_time_left",

@@ -2,6 +2,8 @@ package otelretry
 
 import (
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/llmretry/llmretry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
@@ -108,4 +111,30 @@ func TestErrorTypeOnDurationMetric(t *testing.T) {
 			200: "",
 		}, byStatus)
 	})
+}
+
+// Every attribute this package names follows OpenTelemetry's naming
+// rules: lowercase snake_case words in dot-separated namespaces, under
+// llmretry, and no name is also a namespace of another (so no
+// llmretry.continued beside llmretry.continued.from).
+func TestAttributeNames(t *testing.T) {
+	keys := []attribute.Key{keyReason, keyDuration, keyAttempt, keyOutcome, keyKey, keyResend, keyProbe,
+		keyRoute, keyAttempts, keyContinued, keyContinuedFrom, keyEvent}
+	word := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	names := map[string]bool{}
+	for _, k := range keys {
+		name := string(k)
+		assert.Falsef(t, names[name], "%s named twice", name)
+		names[name] = true
+		parts := strings.Split(name, ".")
+		assert.Equal(t, "llmretry", parts[0], name)
+		for _, w := range parts {
+			assert.Regexp(t, word, w, name)
+		}
+	}
+	for a := range names {
+		for b := range names {
+			assert.Falsef(t, strings.HasPrefix(b, a+"."), "%s is an attribute and a namespace of %s", a, b)
+		}
+	}
 }

@@ -72,6 +72,24 @@
 //     llmretry.attempts point, read from llmretry.AttemptFromContext; an
 //     attempt on the primary carries none. Its span's server.address and
 //     url.full are the fallback's.
+//   - An attempt that continues a stream the caller was reading, which
+//     broke (llmretry.Policy.ContinueStreams), carries
+//     llmretry.continued.strategy (Attempt.Continued: "resume", "prefill"
+//     or "regenerate") on its span and on its llmretry.attempts point, and
+//     llmretry.continued.from (Attempt.From: the bytes of the answer's
+//     text the caller had when the stream broke) on its span only: an
+//     offset on a metric would make a point per stream. Both are read
+//     from llmretry.AttemptFromContext as it is sent.
+//   - An attempt whose 2xx stream opened with an error event in place of
+//     the answer (llmretry.Policy.RetryStreams) carries llmretry.event,
+//     the provider's word for it (Attempt.Event: "overloaded_error",
+//     "server_error", "UNAVAILABLE" …; never its message), on its span
+//     and on its llmretry.attempts point, beside its status (200). It is
+//     known once llmretry has read the stream's opening, after the
+//     response came back: a 2xx text/event-stream attempt is therefore
+//     counted when its record reaches the policy's OnAttempt, or, for a
+//     request with a policy of its own (which records no event), when its
+//     body ends or is closed.
 //   - A base error whose text quotes a credential of the request (its
 //     query, user information, the value of Authorization, x-api-key,
 //     api-key, x-goog-api-key, Proxy-Authorization or Cookie, or a key=,
@@ -129,12 +147,22 @@
 // llmretry.reason is the short name of the *llmretry.Exhausted's Reason
 // (on the error, or on the response through llmretry.GaveUp):
 // retries_spent, no_time_left, wait_too_long, provider_refused,
-// not_retryable, or the context's canceled or deadline_exceeded. A 4xx
+// not_retryable, stream_cut, or the context's canceled or
+// deadline_exceeded. A 4xx
 // returned without a retry (a 400, say) is gave_up with not_retryable:
 // the caller got no answer, and no retry would have given one. A call
 // that RoundTrip refuses before sending anything (no URL, an invalid
 // per-request policy) is gave_up, not_retryable, after 0 attempts, as is a
 // coordinated call held until it could wait no longer (no_time_left).
+//
+// A call ends when RoundTrip returns. A stream the caller then reads may
+// still break (llmretry.ErrStreamCut): its continuations are attempts,
+// with their spans and llmretry.attempts points (llmretry.continued.*
+// above), and a cut that is not continued, or whose continuation fails,
+// is the error of the caller's Read, an *llmretry.Exhausted whose Reason
+// is ErrStreamCut; the call stays counted as it ended at RoundTrip
+// (answered), not as stream_cut. stream_cut is the reason only of an
+// error RoundTrip itself returns.
 //
 // The caller's span (the one in the request's context) gets
 // llmretry.outcome, llmretry.reason (for a give-up) and llmretry.attempts
@@ -156,7 +184,10 @@
 //	llmretry.attempts        counter, one per attempt sent; attributes
 //	                         server.address, http.response.status_code or
 //	                         error.type, and llmretry.resend (false for
-//	                         the first try, true for a resend)
+//	                         the first try, true for a resend); and, when
+//	                         they apply, llmretry.probe, llmretry.route,
+//	                         llmretry.continued.strategy and
+//	                         llmretry.event (see Spans)
 //	llmretry.wait.duration   histogram (s) of the waits above; attributes
 //	                         server.address and the failed attempt's
 //	                         http.response.status_code or error.type
@@ -190,7 +221,10 @@
 // own (its "HTTP POST" span name, and a copy of its metric attributes that
 // the Labeler's slice spares). The usual attribute sets are made once per
 // Transport and kept (at most 1,024), and no attribute is built for a span
-// that is not recording. See docs/performance.md.
+// that is not recording. See docs/performance.md. An attempt answered with
+// a 2xx stream (text/event-stream) costs 4 allocations more, which keep
+// its count until its record says whether the stream opened with an
+// error event.
 //
 // # Providers and concurrency
 //

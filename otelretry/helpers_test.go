@@ -29,6 +29,13 @@ type step struct {
 	err    error
 	leak   bool              // fail with an error that quotes the URL and the Authorization header
 	header map[string]string // response headers beside Content-Type
+	body   string            // the response body; "" for {"status":…}
+	whole  bool              // the body's last bytes come with io.EOF (as a net/http body of known length may send them)
+}
+
+// sse is a 200 that streams events, a text/event-stream.
+func sse(events string) step {
+	return step{status: 200, body: events, header: map[string]string{"Content-Type": "text/event-stream"}}
 }
 
 // opError stands in for *net.OpError without a real socket.
@@ -67,7 +74,11 @@ func (p *provider) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	b := &body{Reader: strings.NewReader(`{"status":` + strconv.Itoa(s.status) + `}`)}
+	text := s.body
+	if text == "" {
+		text = `{"status":` + strconv.Itoa(s.status) + `}`
+	}
+	b := &body{Reader: strings.NewReader(text), whole: s.whole}
 	p.bodies = append(p.bodies, b)
 	h := http.Header{"Content-Type": {"application/json"}}
 	for k, v := range s.header {
@@ -95,7 +106,18 @@ func (p *provider) requests() []*http.Request {
 // body is a response body that knows whether it was closed.
 type body struct {
 	*strings.Reader
+	whole  bool // its last bytes come with io.EOF
 	closed atomic.Bool
+}
+
+// Read reads the body; when whole, the read that empties it returns
+// io.EOF with its bytes.
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if b.whole && err == nil && b.Len() == 0 {
+		err = io.EOF
+	}
+	return n, err
 }
 
 func (b *body) Close() error { b.closed.Store(true); return nil }
@@ -274,7 +296,13 @@ func (r *rig) callInTurn(t *testing.T, rt http.RoundTripper) trace.Span {
 // post returns a POST request to url with a JSON body and ctx.
 func post(t *testing.T, ctx context.Context, url string) *http.Request {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"model":"m"}`))
+	return postBody(t, ctx, url, `{"model":"m"}`)
+}
+
+// postBody returns a POST request to url with the JSON body and ctx.
+func postBody(t *testing.T, ctx context.Context, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	return req

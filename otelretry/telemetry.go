@@ -39,6 +39,10 @@ const (
 	keyProbe    = attribute.Key("llmretry.probe")
 	keyRoute    = attribute.Key("llmretry.route")
 	keyAttempts = attribute.Key("llmretry.attempts")
+
+	keyContinued     = attribute.Key("llmretry.continued.strategy")
+	keyContinuedFrom = attribute.Key("llmretry.continued.from")
+	keyEvent         = attribute.Key("llmretry.event")
 )
 
 // waitBuckets are the histogram boundaries for waits and holds, in
@@ -111,6 +115,7 @@ func newTelemetry(m metric.Meter) (*telemetry, error) {
 // user panics.
 func (t *telemetry) onAttempt(user func(llmretry.Attempt)) func(llmretry.Attempt) {
 	return func(a llmretry.Attempt) {
+		t.recordStream(a)
 		t.recordWait(a)
 		t.recordMove(a)
 		if user != nil {
@@ -208,26 +213,50 @@ func outcome(resp *http.Response, err error) (string, attribute.KeyValue) {
 	return strconv.Itoa(resp.StatusCode), semconv.HTTPResponseStatusCode(resp.StatusCode)
 }
 
+// facts are what an attempt's llmretry.attempts point and span say of
+// it beside its server and result.
+type facts struct {
+	resend    bool   // llmretry.resend: not the first try
+	probe     bool   // llmretry.probe, present only when true
+	route     int    // llmretry.route, present only for a fallback (llmretry.Policy.Fallback)
+	continued string // llmretry.continued.strategy, present only for a continuation
+	event     string // llmretry.event, present only for a stream that opened with an error event
+}
+
+// append appends f's attributes to kvs.
+func (f facts) append(kvs []attribute.KeyValue) []attribute.KeyValue {
+	kvs = append(kvs, keyResend.Bool(f.resend))
+	if f.probe {
+		kvs = append(kvs, keyProbe.Bool(true))
+	}
+	if f.route > 0 {
+		kvs = append(kvs, keyRoute.Int(f.route))
+	}
+	if f.continued != "" {
+		kvs = append(kvs, keyContinued.String(f.continued))
+	}
+	if f.event != "" {
+		kvs = append(kvs, keyEvent.String(f.event))
+	}
+	return kvs
+}
+
 // countAttempt counts one attempt sent to req's server, by its result
-// (resp or err), whether it was a resend, whether it was its key's probe
-// (llmretry.probe, present only when true) and its route (llmretry.route,
-// present only for a fallback: see llmretry.Policy.Fallback).
-func (t *telemetry) countAttempt(ctx context.Context, req *http.Request, resp *http.Response, err error, resend, probe bool, route int) {
+// (resp or err) and f.
+func (t *telemetry) countAttempt(ctx context.Context, req *http.Request, resp *http.Response, err error, f facts) {
 	if err != nil || resp == nil {
 		// Error types are many and rare: their sets are not kept.
 		_, result := outcome(resp, err)
-		attrs := []attribute.KeyValue{serverAddress(req), result, keyResend.Bool(resend)}
-		if probe {
-			attrs = append(attrs, keyProbe.Bool(true))
-		}
-		if route > 0 {
-			attrs = append(attrs, keyRoute.Int(route))
-		}
-		t.attempts.Add(ctx, 1, metric.WithAttributes(attrs...))
+		t.attempts.Add(ctx, 1, metric.WithAttributes(f.append([]attribute.KeyValue{serverAddress(req), result})...))
 		return
 	}
-	k := setKey{kind: setAttempt, host: host(req), code: resp.StatusCode, flag: resend, probe: probe, route: route}
-	t.attempts.Add(ctx, 1, t.sets.get(k).add...)
+	t.countStatus(ctx, req, resp.StatusCode, f)
+}
+
+// countStatus counts one attempt sent to req's server and answered with
+// status code, by f.
+func (t *telemetry) countStatus(ctx context.Context, req *http.Request, code int, f facts) {
+	t.attempts.Add(ctx, 1, t.sets.get(setKey{kind: setAttempt, host: host(req), code: code, facts: f}).add...)
 }
 
 // host is req's URL's host without the port.
@@ -251,7 +280,7 @@ func serverAddress(req *http.Request) attribute.KeyValue {
 type setKind uint8
 
 const (
-	setAttempt      setKind = iota // llmretry.attempts: host, status code, resend
+	setAttempt      setKind = iota // llmretry.attempts: host, status code, facts
 	setCall                        // llmretry.calls: host, outcome, reason
 	setCallAttempts                // llmretry.call.attempts: host, outcome
 )
@@ -261,9 +290,7 @@ type setKey struct {
 	kind   setKind
 	host   string
 	code   int    // setAttempt: the status code
-	flag   bool   // setAttempt: a resend
-	probe  bool   // setAttempt: its key's probe
-	route  int    // setAttempt: its route, 0 the primary
+	facts  facts  // setAttempt: resend, probe, route, continuation, event
 	what   string // setCall, setCallAttempts: the outcome
 	reason string // setCall: the reason of a give-up
 }
@@ -273,14 +300,7 @@ func (k setKey) attributes() []attribute.KeyValue {
 	addr := semconv.ServerAddress(k.host)
 	switch k.kind {
 	case setAttempt:
-		kvs := []attribute.KeyValue{addr, semconv.HTTPResponseStatusCode(k.code), keyResend.Bool(k.flag)}
-		if k.probe {
-			kvs = append(kvs, keyProbe.Bool(true))
-		}
-		if k.route > 0 {
-			kvs = append(kvs, keyRoute.Int(k.route))
-		}
-		return kvs
+		return k.facts.append([]attribute.KeyValue{addr, semconv.HTTPResponseStatusCode(k.code)})
 	case setCall:
 		if k.reason != "" {
 			return []attribute.KeyValue{addr, keyOutcome.String(k.what), keyReason.String(k.reason)}
