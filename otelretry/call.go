@@ -26,27 +26,30 @@ const (
 // read), is the request's own fault and named "not_retryable", as
 // llmretry.ErrNotRetryable is. nil is "".
 func reasonName(err error) string {
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.Is(err, llmretry.ErrRetriesSpent):
-		return "retries_spent"
-	case errors.Is(err, llmretry.ErrNoTimeLeft):
-		return "no_time_left"
-	case errors.Is(err, llmretry.ErrWaitTooLong):
-		return "wait_too_long"
-	case errors.Is(err, llmretry.ErrProviderRefused):
-		return "provider_refused"
-	case errors.Is(err, llmretry.ErrNotRetryable):
-		return "not_retryable"
-	case errors.Is(err, llmretry.ErrStreamCut):
-		return "stream_cut"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline_exceeded"
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
 	}
 	return "not_retryable"
+}
+
+// reasons are the errors reasonName names, in the order it tries them.
+var reasons = [...]struct {
+	err  error
+	name string
+}{
+	{llmretry.ErrRetriesSpent, "retries_spent"},
+	{llmretry.ErrNoTimeLeft, "no_time_left"},
+	{llmretry.ErrWaitTooLong, "wait_too_long"},
+	{llmretry.ErrProviderRefused, "provider_refused"},
+	{llmretry.ErrNotRetryable, "not_retryable"},
+	{llmretry.ErrStreamCut, "stream_cut"},
+	{context.Canceled, "canceled"},
+	{context.DeadlineExceeded, "deadline_exceeded"},
 }
 
 // callEnd says how the call that returned (resp, err) ended: its outcome,

@@ -3,8 +3,10 @@ package otelretry
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -71,40 +73,46 @@ type telemetry struct {
 func newTelemetry(m metric.Meter) (*telemetry, error) {
 	var t telemetry
 	var err error
-	if t.attempts, err = m.Int64Counter(metricAttempts,
+	t.attempts = instrument[metric.Int64CounterOption](&err, metricAttempts, m.Int64Counter,
 		metric.WithDescription("Attempts sent by llmretry: the first try and every resend."),
-		metric.WithUnit("{attempt}")); err != nil {
-		return nil, fmt.Errorf("otelretry: creating %s: %w", metricAttempts, err)
-	}
-	if t.waits, err = m.Float64Histogram(metricWaitDuration,
+		metric.WithUnit("{attempt}"))
+	t.waits = instrument[metric.Float64HistogramOption](&err, metricWaitDuration, m.Float64Histogram,
 		metric.WithDescription("Waits llmretry chose before a retry, on the call's own schedule or the server's."),
 		metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(waitBuckets...)); err != nil {
-		return nil, fmt.Errorf("otelretry: creating %s: %w", metricWaitDuration, err)
-	}
-	if t.holds, err = m.Int64Counter(metricHolds,
+		metric.WithExplicitBucketBoundaries(waitBuckets...))
+	t.holds = instrument[metric.Int64CounterOption](&err, metricHolds, m.Int64Counter,
 		metric.WithDescription("Coordinated holds that ended, by outcome."),
-		metric.WithUnit("{hold}")); err != nil {
-		return nil, fmt.Errorf("otelretry: creating %s: %w", metricHolds, err)
-	}
-	if t.holdDuration, err = m.Float64Histogram(metricHoldDuration,
+		metric.WithUnit("{hold}"))
+	t.holdDuration = instrument[metric.Float64HistogramOption](&err, metricHoldDuration, m.Float64Histogram,
 		metric.WithDescription("How long coordinated holds lasted, by outcome."),
 		metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(waitBuckets...)); err != nil {
-		return nil, fmt.Errorf("otelretry: creating %s: %w", metricHoldDuration, err)
-	}
-	if t.calls, err = m.Int64Counter(metricCalls,
+		metric.WithExplicitBucketBoundaries(waitBuckets...))
+	t.calls = instrument[metric.Int64CounterOption](&err, metricCalls, m.Int64Counter,
 		metric.WithDescription("Calls through llmretry, by how they ended: answered the first time, answered after retries, or given up, and why."),
-		metric.WithUnit("{call}")); err != nil {
-		return nil, fmt.Errorf("otelretry: creating %s: %w", metricCalls, err)
-	}
-	if t.callAttempts, err = m.Int64Histogram(metricCallAttempts,
+		metric.WithUnit("{call}"))
+	t.callAttempts = instrument[metric.Int64HistogramOption](&err, metricCallAttempts, m.Int64Histogram,
 		metric.WithDescription("Attempts each call made, by how it ended."),
 		metric.WithUnit("{attempt}"),
-		metric.WithExplicitBucketBoundaries(attemptBuckets...)); err != nil {
-		return nil, fmt.Errorf("otelretry: creating %s: %w", metricCallAttempts, err)
+		metric.WithExplicitBucketBoundaries(attemptBuckets...))
+	if err != nil {
+		return nil, err
 	}
 	return &t, nil
+}
+
+// instrument creates the instrument name with create and opts (of create's
+// option type O), unless *err says an earlier one failed; a failure is
+// left in *err, naming name.
+func instrument[O, I any](err *error, name string, create func(string, ...O) (I, error), opts ...O) I {
+	var i I
+	if *err != nil {
+		return i
+	}
+	i, e := create(name, opts...)
+	if e != nil {
+		*err = fmt.Errorf("otelretry: creating %s: %w", name, e)
+	}
+	return i
 }
 
 // onAttempt returns a Policy.OnAttempt that records a's wait, if any, and
@@ -362,4 +370,108 @@ func lenOf(m *map[setKey]options) int {
 		return 0
 	}
 	return len(*m)
+}
+
+// opensStream reports whether resp is a 2xx stream of events
+// (text/event-stream): one whose opening llmretry may read ahead, and find
+// an error event in.
+func opensStream(resp *http.Response) bool {
+	if resp == nil || resp.StatusCode < 200 || resp.StatusCode > 299 || resp.Body == nil || resp.Body == http.NoBody {
+		return false
+	}
+	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(ct), "text/event-stream")
+}
+
+// pendingKey is the context key of a response's pending count, in the
+// context of its Request.
+type pendingKey struct{}
+
+// pending is an attempt whose answer is a 2xx stream, not yet counted in
+// llmretry.attempts: its point carries llmretry.event when the stream
+// opened with an error event, which is known only once llmretry has read
+// its opening. It is counted once, by whichever comes first: the attempt's
+// record (onAttempt, with its Event), or the end or close of its body (a
+// request with a policy of its own, whose OnAttempt is not this
+// package's). It is safe for concurrent use.
+type pending struct {
+	tel  *telemetry
+	ctx  context.Context
+	req  *http.Request
+	code int
+	f    facts
+	done atomic.Bool
+}
+
+// count counts the attempt, with event for llmretry.event ("" none), if
+// it has not been counted.
+func (p *pending) count(event string) {
+	if !p.done.CompareAndSwap(false, true) {
+		return
+	}
+	f := p.f
+	f.event = event
+	p.tel.countStatus(p.ctx, p.req, p.code, f)
+}
+
+// pend defers the count of the attempt that req sent and resp answered, a
+// stream (opensStream), described by f: resp's body counts it when it
+// ends or is closed, and its Request's context carries it to onAttempt
+// (see recordStream). It returns resp.
+func (t *telemetry) pend(ctx context.Context, req *http.Request, resp *http.Response, f facts) *http.Response {
+	p := &pending{tel: t, ctx: ctx, req: req, code: resp.StatusCode, f: f}
+	resp.Body = &pendingBody{ReadCloser: resp.Body, p: p}
+	r := resp.Request
+	resp.Request = r.WithContext(context.WithValue(r.Context(), pendingKey{}, p))
+	return resp
+}
+
+// pendingBody is the body of a pending attempt's stream. It counts the
+// attempt when the stream ends or is closed, if its record has not; and it
+// holds back an io.EOF that comes with data until the next Read, so that
+// the attempt's span, which otelhttp ends at io.EOF, is still open when
+// the record, right after llmretry has read the stream's opening, sets
+// llmretry.event on it.
+type pendingBody struct {
+	io.ReadCloser
+	p *pending
+}
+
+// Read reads the stream; see pendingBody.
+func (b *pendingBody) Read(buf []byte) (int, error) {
+	n, err := b.ReadCloser.Read(buf)
+	if err == io.EOF {
+		if n > 0 {
+			return n, nil // the next Read returns it
+		}
+		b.p.count("")
+	}
+	return n, err
+}
+
+// Close counts the attempt, if it has not been, and closes the stream.
+func (b *pendingBody) Close() error {
+	b.p.count("")
+	return b.ReadCloser.Close()
+}
+
+// recordStream counts a's attempt, if its answer is a pending stream,
+// with the error event it opened with (a.Event), and sets that event on
+// the attempt's span as llmretry.event.
+func (t *telemetry) recordStream(a llmretry.Attempt) {
+	if a.Response == nil || a.Response.Request == nil {
+		return
+	}
+	ctx := a.Response.Request.Context()
+	p, ok := ctx.Value(pendingKey{}).(*pending)
+	if !ok {
+		return
+	}
+	p.count(a.Event)
+	if a.Event == "" {
+		return
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(keyEvent.String(a.Event))
+	}
 }
