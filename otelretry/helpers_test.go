@@ -2,6 +2,7 @@ package otelretry
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -314,4 +315,85 @@ func finish(t *testing.T, resp *http.Response) {
 	_, err := io.Copy(io.Discard, resp.Body)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
+}
+
+const chatURL = "https://api.example.com/v1/chat/completions"
+
+const (
+	anthropicURL = "https://api.anthropic.com/v1/messages"
+	openaiURL    = "https://api.openai.com/v1/chat/completions"
+	streamBody   = `{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`
+)
+
+// overloaded is the error event an Anthropic stream opens with under load.
+const overloaded = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+
+// messages is an Anthropic Messages stream answering parts.
+func messages(parts ...string) string {
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	s := ev("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}`) +
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	for _, p := range parts {
+		s += ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+quote(p)+`}}`)
+	}
+	return s + ev("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`) +
+		ev("message_stop", `{"type":"message_stop"}`)
+}
+
+// chat is a Chat Completions stream of parts: the role chunk, a chunk per
+// part and, when complete, the finish chunk and [DONE]; cut short
+// otherwise.
+func chat(complete bool, parts ...string) string {
+	chunk := func(delta, finish string) string {
+		return `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + finish + `}]}` + "\n\n"
+	}
+	s := chunk(`{"role":"assistant","content":""}`, "null")
+	for _, p := range parts {
+		s += chunk(`{"content":`+quote(p)+`}`, "null")
+	}
+	if complete {
+		s += chunk(`{}`, `"stop"`) + "data: [DONE]\n\n"
+	}
+	return s
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// ours are the attributes of kvs whose keys are keys.
+func ours(kvs []attribute.KeyValue, keys ...attribute.Key) []attribute.KeyValue {
+	var out []attribute.KeyValue
+	for _, k := range keys {
+		if v, ok := attr(kvs, k); ok {
+			out = append(out, attribute.KeyValue{Key: k, Value: v})
+		}
+	}
+	return out
+}
+
+// chatText is the content a Chat Completions stream carries.
+func chatText(t *testing.T, stream string) string {
+	t.Helper()
+	var text string
+	for _, line := range strings.Split(stream, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(data), &chunk), data)
+		for _, ch := range chunk.Choices {
+			text += ch.Delta.Content
+		}
+	}
+	return text
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -189,13 +188,4 @@ func TestCallsCountedOnce(t *testing.T) {
 		finish(t, resp)
 		assert.False(t, hasMetric(r.collect(t), metricCalls), "no call of its own under another Transport")
 	})
-}
-
-// The zero Transport sends as the zero llmretry Transport does.
-func TestZeroTransport(t *testing.T) {
-	var zt Transport
-	assert.Nil(t, zt.Retrying())
-	_, err := zt.RoundTrip(&http.Request{Method: http.MethodGet})
-	assert.ErrorContains(t, err, "no URL")
-	zt.CloseIdleConnections()
 }
