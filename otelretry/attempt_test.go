@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -107,8 +109,7 @@ func TestEachAttemptIsAClientSpan(t *testing.T) {
 func TestFirstTrySuccess(t *testing.T) {
 	r := newRig()
 	p := newProvider(step{status: 200})
-	rt, err := New(p, llmretry.Policy{Waits: []time.Duration{time.Second}}, r.opts()...)
-	require.NoError(t, err)
+	rt := r.transport(t, p, llmretry.Policy{Waits: []time.Duration{time.Second}})
 
 	turn := r.callInTurn(t, rt)
 
@@ -133,8 +134,7 @@ func TestRouteAttribute(t *testing.T) {
 		p := newProvider(step{status: 503}, step{status: 503}, step{status: 200})
 		route, err := llmretry.RouteTo("https://api.example.com/v1", "https://fallback.example.com/v1", http.Header{"Authorization": {"Bearer fb"}})
 		require.NoError(t, err)
-		rt, err := New(p, llmretry.Policy{Waits: []time.Duration{time.Second, time.Second}, Fallback: []llmretry.Route{route}}, r.opts()...)
-		require.NoError(t, err)
+		rt := r.transport(t, p, llmretry.Policy{Waits: []time.Duration{time.Second, time.Second}, Fallback: []llmretry.Route{route}})
 
 		turn := r.callInTurn(t, rt)
 
@@ -176,8 +176,7 @@ func TestSpanNames(t *testing.T) {
 	// Through the Transport, beside otelhttp's http.request.method.
 	for method, want := range map[string]string{"POST": "POST", "PROPFIND": "HTTP"} {
 		r := newRig()
-		rt, err := New(newProvider(step{status: 200}), llmretry.Policy{}, r.opts()...)
-		require.NoError(t, err)
+		rt := r.transport(t, newProvider(step{status: 200}), llmretry.Policy{})
 		req := post(t, t.Context(), chatURL)
 		req.Method = method
 		resp, err := rt.RoundTrip(req)
@@ -201,8 +200,7 @@ func TestServerPortAlwaysSet(t *testing.T) {
 		"https://gateway.internal:8443/v1/chat":          8443,
 	} {
 		r := newRig()
-		rt, err := New(newProvider(step{status: 200}), llmretry.Policy{}, r.opts()...)
-		require.NoError(t, err)
+		rt := r.transport(t, newProvider(step{status: 200}), llmretry.Policy{})
 		resp, err := rt.RoundTrip(post(t, t.Context(), url))
 		require.NoError(t, err)
 		finish(t, resp)
@@ -233,8 +231,7 @@ func TestErrorTypeOnDurationMetric(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig()
 		p := newProvider(step{status: 502}, step{err: &opError{}}, step{status: 200})
-		rt, err := New(p, llmretry.Policy{Waits: []time.Duration{time.Second, time.Second}}, r.opts()...)
-		require.NoError(t, err)
+		rt := r.transport(t, p, llmretry.Policy{Waits: []time.Duration{time.Second, time.Second}})
 		r.callInTurn(t, rt)
 
 		spans := r.clientSpans()
@@ -420,29 +417,19 @@ func telemetryText(t *testing.T, r *rig) string {
 	rm := r.collect(t)
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			var sets []attribute.Set
-			switch d := m.Data.(type) {
+			var sets []string
+			switch m.Data.(type) {
 			case metricdata.Sum[int64]:
-				for _, dp := range d.DataPoints {
-					sets = append(sets, dp.Attributes)
-				}
-			case metricdata.Sum[float64]:
-				for _, dp := range d.DataPoints {
-					sets = append(sets, dp.Attributes)
-				}
-			case metricdata.Histogram[float64]:
-				for _, dp := range d.DataPoints {
-					sets = append(sets, dp.Attributes)
-				}
+				sets = slices.Collect(maps.Keys(counts(t, m)))
 			case metricdata.Histogram[int64]:
-				for _, dp := range d.DataPoints {
-					sets = append(sets, dp.Attributes)
-				}
+				sets = slices.Collect(maps.Keys(histogram[int64](t, m)))
+			case metricdata.Histogram[float64]:
+				sets = slices.Collect(maps.Keys(histogram[float64](t, m)))
 			default:
 				t.Fatalf("metric %s: unexpected %T", m.Name, m.Data)
 			}
 			for _, s := range sets {
-				fmt.Fprintf(&b, "metric %s: %s\n", m.Name, render(s))
+				fmt.Fprintf(&b, "metric %s: %s\n", m.Name, s)
 			}
 		}
 	}

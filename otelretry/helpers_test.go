@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/llmretry/llmretry"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -144,6 +145,14 @@ func (r *rig) opts() []Option {
 	return []Option{WithTracerProvider(r.tp), WithMeterProvider(r.mp)}
 }
 
+// transport returns New(base, p) recording to r, failing t if New fails.
+func (r *rig) transport(t *testing.T, base http.RoundTripper, p llmretry.Policy) *Transport {
+	t.Helper()
+	rt, err := New(base, p, r.opts()...)
+	require.NoError(t, err)
+	return rt
+}
+
 // turn starts the caller's span ("turn") on ctx.
 func (r *rig) turn(ctx context.Context) (context.Context, trace.Span) {
 	return r.tp.Tracer("test").Start(ctx, "turn")
@@ -203,18 +212,6 @@ func hasMetric(rm metricdata.ResourceMetrics, name string) bool {
 	return false
 }
 
-// intHistogram returns an int64 histogram's (count, sum) by attribute set.
-func intHistogram(t *testing.T, m metricdata.Metrics) map[string][2]int64 {
-	t.Helper()
-	h, ok := m.Data.(metricdata.Histogram[int64])
-	require.Truef(t, ok, "%s is a %T, not an int64 histogram", m.Name, m.Data)
-	out := map[string][2]int64{}
-	for _, dp := range h.DataPoints {
-		out[render(dp.Attributes)] = [2]int64{int64(dp.Count), dp.Sum}
-	}
-	return out
-}
-
 // counts returns an int64 counter's values by attribute set, each set
 // rendered as sorted key=value pairs.
 func counts(t *testing.T, m metricdata.Metrics) map[string]int64 {
@@ -229,14 +226,15 @@ func counts(t *testing.T, m metricdata.Metrics) map[string]int64 {
 	return out
 }
 
-// histogram returns a float64 histogram's (count, sum) by attribute set.
-func histogram(t *testing.T, m metricdata.Metrics) map[string][2]float64 {
+// histogram returns a histogram's (count, sum) by attribute set, its
+// values of type N.
+func histogram[N int64 | float64](t *testing.T, m metricdata.Metrics) map[string][2]N {
 	t.Helper()
-	h, ok := m.Data.(metricdata.Histogram[float64])
-	require.Truef(t, ok, "%s is a %T, not a float64 histogram", m.Name, m.Data)
-	out := map[string][2]float64{}
+	h, ok := m.Data.(metricdata.Histogram[N])
+	require.Truef(t, ok, "%s is a %T, not a %T", m.Name, m.Data, h)
+	out := map[string][2]N{}
 	for _, dp := range h.DataPoints {
-		out[render(dp.Attributes)] = [2]float64{float64(dp.Count), dp.Sum}
+		out[render(dp.Attributes)] = [2]N{N(dp.Count), dp.Sum}
 	}
 	return out
 }

@@ -2,8 +2,10 @@ package otelretry
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,8 +31,7 @@ func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig()
 		p := newProvider(step{status: 503}, step{err: &opError{}}, step{status: 429}, step{status: 200})
-		rt, err := New(p, llmretry.Policy{Waits: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}}, r.opts()...)
-		require.NoError(t, err)
+		rt := r.transport(t, p, llmretry.Policy{Waits: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}})
 
 		r.callInTurn(t, rt)
 
@@ -50,7 +51,7 @@ func TestMetrics(t *testing.T) {
 			"http.response.status_code=503 server.address=api.example.com": {1, 1},
 			"error.type=*otelretry.opError server.address=api.example.com": {1, 2},
 			"http.response.status_code=429 server.address=api.example.com": {1, 4},
-		}, histogram(t, waits))
+		}, histogram[float64](t, waits))
 
 		duration := findMetric(t, rm, "http.client.request.duration")
 		var n uint64
@@ -158,7 +159,7 @@ func TestCoordinatedHolds(t *testing.T) {
 			"llmretry.outcome=sent as the probe llmretry.reason=provider down server.address=api.example.com": 1,
 			"llmretry.outcome=released llmretry.reason=provider down server.address=api.example.com":          1,
 		}, counts(t, findMetric(t, rm, metricHolds)))
-		hd := histogram(t, findMetric(t, rm, metricHoldDuration))
+		hd := histogram[float64](t, findMetric(t, rm, metricHoldDuration))
 		assert.Len(t, hd, 2)
 
 		// The user's OnHold saw each hold begin and end, and the event
@@ -265,16 +266,6 @@ func TestStreamAttempts(t *testing.T) {
 			},
 		},
 		{
-			name: "opened with an error event that ends the body in the same read", url: anthropicURL, policy: retry,
-			script: []step{func() step { s := sse(overloaded); s.whole = true; return s }(), sse(messages("Hi"))},
-			text:   messages("Hi"),
-			spans:  []string{"llmretry.event=overloaded_error", ""},
-			counted: map[string]int64{
-				"http.response.status_code=200 llmretry.event=overloaded_error llmretry.resend=false server.address=api.anthropic.com": 1,
-				"http.response.status_code=200 llmretry.resend=true server.address=api.anthropic.com":                                  1,
-			},
-		},
-		{
 			name: "opened with an error event, under a policy of its own", url: anthropicURL, policy: retry, own: true,
 			script: []step{sse(overloaded), sse(messages("Hi"))},
 			text:   messages("Hi"),
@@ -302,37 +293,42 @@ func TestStreamAttempts(t *testing.T) {
 			counted: map[string]int64{"http.response.status_code=200 llmretry.resend=false server.address=api.openai.com": 1},
 		},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				r := newRig()
-				p := c.policy
-				ctx := t.Context()
-				if c.own {
-					ctx = llmretry.WithPolicy(ctx, p)
-					p = llmretry.Policy{}
-				}
-				rt, err := New(newProvider(c.script...), p, r.opts()...)
-				require.NoError(t, err)
-				req := postBody(t, ctx, c.url, streamBody)
-				resp, err := rt.RoundTrip(req)
-				require.NoError(t, err)
-				got, err := io.ReadAll(resp.Body)
-				require.NoError(t, err)
-				require.NoError(t, resp.Body.Close())
-				if c.url == openaiURL {
-					assert.Equal(t, c.text, chatText(t, string(got)))
-				} else {
-					assert.Equal(t, c.text, string(got))
-				}
-				r.requireAllEnded(t)
+		for _, whole := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, io.EOF with the last bytes %v", c.name, whole), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					script := slices.Clone(c.script)
+					for i := range script {
+						script[i].whole = whole
+					}
+					r := newRig()
+					p := c.policy
+					ctx := t.Context()
+					if c.own {
+						ctx = llmretry.WithPolicy(ctx, p)
+						p = llmretry.Policy{}
+					}
+					rt := r.transport(t, newProvider(script...), p)
+					req := postBody(t, ctx, c.url, streamBody)
+					resp, err := rt.RoundTrip(req)
+					require.NoError(t, err)
+					got, err := io.ReadAll(resp.Body)
+					require.NoError(t, err)
+					require.NoError(t, resp.Body.Close())
+					if c.url == openaiURL {
+						assert.Equal(t, c.text, chatText(t, string(got)))
+					} else {
+						assert.Equal(t, c.text, string(got))
+					}
+					r.requireAllEnded(t)
 
-				var spans []string
-				for _, s := range r.clientSpans() {
-					spans = append(spans, render(attribute.NewSet(ours(s.Attributes(), keyEvent, keyContinued, keyContinuedFrom)...)))
-				}
-				assert.Equal(t, c.spans, spans)
-				assert.Equal(t, c.counted, counts(t, findMetric(t, r.collect(t), metricAttempts)))
+					var spans []string
+					for _, s := range r.clientSpans() {
+						spans = append(spans, render(attribute.NewSet(ours(s.Attributes(), keyEvent, keyContinued, keyContinuedFrom)...)))
+					}
+					assert.Equal(t, c.spans, spans)
+					assert.Equal(t, c.counted, counts(t, findMetric(t, r.collect(t), metricAttempts)))
+				})
 			})
-		})
+		}
 	}
 }
