@@ -2,6 +2,7 @@ package otelretry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -18,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -331,4 +334,64 @@ func TestStreamAttempts(t *testing.T) {
 			})
 		}
 	}
+}
+
+// failingMeter fails to create the instrument named fail.
+type failingMeter struct {
+	noop.Meter
+	fail string
+}
+
+func (m failingMeter) Int64Counter(name string, opts ...metric.Int64CounterOption) (metric.Int64Counter, error) {
+	return refuse(m.fail, name, m.Meter.Int64Counter, opts)
+}
+
+func (m failingMeter) Float64Histogram(name string, opts ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
+	return refuse(m.fail, name, m.Meter.Float64Histogram, opts)
+}
+
+func (m failingMeter) Int64Histogram(name string, opts ...metric.Int64HistogramOption) (metric.Int64Histogram, error) {
+	return refuse(m.fail, name, m.Meter.Int64Histogram, opts)
+}
+
+// refuse fails if name is fail, and creates the instrument otherwise.
+func refuse[I, O any](fail, name string, create func(string, ...O) (I, error), opts []O) (I, error) {
+	if name == fail {
+		var i I
+		return i, errors.New("refused")
+	}
+	return create(name, opts...)
+}
+
+// An instrument the meter refuses makes no telemetry, and the error names
+// it.
+func TestInstrumentRefused(t *testing.T) {
+	for _, name := range []string{metricAttempts, metricWaitDuration, metricHolds, metricHoldDuration, metricCalls, metricCallAttempts} {
+		tel, err := newTelemetry(failingMeter{fail: name})
+		assert.Nil(t, tel, name)
+		assert.EqualError(t, err, "otelretry: creating "+name+": refused")
+	}
+	tel, err := newTelemetry(failingMeter{})
+	require.NoError(t, err)
+	assert.NotNil(t, tel.callAttempts)
+}
+
+// A stream cut after RoundTrip returned, and not continued, fails the
+// caller's Read with ErrStreamCut; the call stays counted as it ended at
+// RoundTrip (answered), and the cut is not a second count.
+func TestStreamCutAfterTheAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig()
+		rt := r.transport(t, newProvider(sse(chat(false, "Hello"))), llmretry.Policy{RetryStreams: true})
+		resp, err := rt.RoundTrip(postBody(t, t.Context(), openaiURL, streamBody))
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		require.ErrorIs(t, err, llmretry.ErrStreamCut)
+		assert.Equal(t, "stream_cut", reasonName(err))
+		require.NoError(t, resp.Body.Close())
+		r.requireAllEnded(t)
+		assert.Equal(t, map[string]int64{
+			"llmretry.outcome=answered_first_time server.address=api.openai.com": 1,
+		}, counts(t, findMetric(t, r.collect(t), metricCalls)))
+	})
 }
