@@ -160,9 +160,9 @@
 // with their spans and llmretry.attempts points (llmretry.continued.*
 // above), and a cut that is not continued, or whose continuation fails,
 // is the error of the caller's Read, an *llmretry.Exhausted whose Reason
-// is ErrStreamCut; the call stays counted as it ended at RoundTrip
-// (answered), not as stream_cut. stream_cut is the reason only of an
-// error RoundTrip itself returns.
+// is ErrStreamCut. The call stays counted as it ended at RoundTrip
+// (answered): stream_cut is the reason of a call only when the error
+// RoundTrip itself returns carries ErrStreamCut.
 //
 // The caller's span (the one in the request's context) gets
 // llmretry.outcome, llmretry.reason (for a give-up) and llmretry.attempts
