@@ -181,39 +181,40 @@ func TestLogAttemptsForDoAndLevels(t *testing.T) {
 // A 200 stream retried because its first event was an error says so in
 // its record: Attempt.Event, and Attempt.String.
 func TestAttemptSaysWhyAStreamWasRetried(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		prov := testkit.NewProvider(testkit.AnthropicOverloaded(), testkit.AnthropicStream("Hi"))
-		var rec recorder
-		rt := mustNew(t, prov, Policy{RetryStreams: true, Waits: []time.Duration{time.Second}, OnAttempt: rec.on})
-		req := testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`)
-		resp, err := rt.RoundTrip(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, 2, rec.count())
-		first := rec.attempts[0]
-		assert.Equal(t, 529, first.Response.StatusCode, "the provider's own status")
-		assert.Empty(t, first.Event, "an error status needs no event")
-	})
-	synctest.Test(t, func(t *testing.T) {
-		prov := testkit.NewProvider(testkit.Reply{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: testkit.AnthropicErrorEvent("overloaded_error", "Overloaded")}, testkit.AnthropicStream("Hi"))
-		var rec recorder
-		rt := mustNew(t, prov, Policy{RetryStreams: true, Waits: []time.Duration{time.Second}, OnAttempt: rec.on})
-		req := testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`)
-		resp, err := rt.RoundTrip(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, 2, rec.count())
-		first := rec.attempts[0]
-		assert.Equal(t, 200, first.Response.StatusCode)
-		assert.Equal(t, "overloaded_error", first.Event)
-		assert.Contains(t, first.String(), ": 200 OK (stream error overloaded_error) (retry in 1s)")
-		assert.Empty(t, rec.attempts[1].Event)
-	})
+	overloadedEvent := testkit.Reply{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: testkit.AnthropicErrorEvent("overloaded_error", "Overloaded")}
+	for _, tt := range []struct {
+		name   string
+		first  testkit.Reply
+		status int
+		event  string // the first attempt's Event
+		says   string // in the first attempt's String; "" for nothing to check
+	}{
+		{"a 529 needs no event", testkit.AnthropicOverloaded(), 529, "", ""},
+		{"a 200 that opens with an error event", overloadedEvent, 200, "overloaded_error", ": 200 OK (stream error overloaded_error) (retry in 1s)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := testkit.NewProvider(tt.first, testkit.AnthropicStream("Hi"))
+				var rec recorder
+				rt := mustNew(t, prov, Policy{RetryStreams: true, Waits: []time.Duration{time.Second}, OnAttempt: rec.on})
+				resp, err := rt.RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`))
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Equal(t, 2, rec.count())
+				first := rec.attempts[0]
+				assert.Equal(t, tt.status, first.Response.StatusCode, "the provider's own status")
+				assert.Equal(t, tt.event, first.Event)
+				if tt.says != "" {
+					assert.Contains(t, first.String(), tt.says)
+				}
+				assert.Empty(t, rec.attempts[1].Event)
+			})
+		})
+	}
 	// Retries spent on streams that open with an error event: the record
 	// GaveUp finds on the response says which.
 	synctest.Test(t, func(t *testing.T) {
-		overloaded := testkit.Reply{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: testkit.AnthropicErrorEvent("overloaded_error", "Overloaded")}
-		prov := testkit.NewProvider(overloaded, overloaded)
+		prov := testkit.NewProvider(overloadedEvent, overloadedEvent)
 		rt := mustNew(t, prov, Policy{RetryStreams: true, Waits: []time.Duration{time.Second}})
 		resp, err := rt.RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`))
 		require.NoError(t, err)

@@ -351,19 +351,11 @@ func TestBodyReachesProviderIntactOnEveryAttempt(t *testing.T) {
 func TestDiscardedBodiesDrainedAndClosed(t *testing.T) {
 	for _, size := range []int64{0, 100, 4 << 10, 64 << 10, 4 << 20} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			var mu sync.Mutex
-			var bodies []*lazyBody
-			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				b := &lazyBody{size: size}
-				mu.Lock()
-				bodies = append(bodies, b)
-				mu.Unlock()
-				return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}, Body: b, ContentLength: size, Request: r}, nil
-			})
+			base := &lazyFailures{size: size, header: http.Header{}}
 			rt := mustNew(t, base, Policy{Waits: []time.Duration{0, 0, 0}})
 			resp, err := post(t, rt, context.Background())
 			require.NoError(t, err)
+			bodies := base.all()
 			require.Len(t, bodies, 4)
 			for i, b := range bodies[:3] {
 				n, closes := b.read()
@@ -447,17 +439,7 @@ func TestConnectionsReusedAcrossRetries(t *testing.T) {
 // final body from its first byte.
 func TestHugeErrorBodyBoundedMemory(t *testing.T) {
 	const size = 1 << 30
-	var mu sync.Mutex
-	var bodies []*lazyBody
-	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		b := &lazyBody{size: size}
-		mu.Lock()
-		bodies = append(bodies, b)
-		mu.Unlock()
-		h := http.Header{"Content-Type": {"application/json"}}
-		return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: h, Body: b, ContentLength: size, Request: r}, nil
-	})
+	base := &lazyFailures{size: size, header: http.Header{"Content-Type": {"application/json"}}}
 	rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond, time.Millisecond}})
 
 	runtime.GC()
@@ -477,6 +459,7 @@ func TestHugeErrorBodyBoundedMemory(t *testing.T) {
 	want := make([]byte, len(head))
 	fillPattern(want, 0)
 	assert.True(t, bytes.Equal(want, head), "the final body reads from its first byte")
+	bodies := base.all()
 	require.Len(t, bodies, 3, "retried, then returned")
 	for i, b := range bodies[:2] {
 		n, closes := b.read()

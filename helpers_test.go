@@ -25,6 +25,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -390,6 +391,32 @@ func (b *lazyBody) read() (int64, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.off, b.closed
+}
+
+// lazyFailures is a base that answers every request (its body read to
+// the end) with a 503 whose body is a lazyBody of size bytes, and keeps
+// the bodies.
+type lazyFailures struct {
+	size   int64
+	header http.Header
+	mu     sync.Mutex
+	bodies []*lazyBody
+}
+
+func (l *lazyFailures) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	b := &lazyBody{size: l.size}
+	l.mu.Lock()
+	l.bodies = append(l.bodies, b)
+	l.mu.Unlock()
+	return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: l.header.Clone(), Body: b, ContentLength: l.size, Request: r}, nil
+}
+
+// all returns the bodies answered so far.
+func (l *lazyFailures) all() []*lazyBody {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.bodies)
 }
 
 // patternByte is byte i of every generated body: a sequence with a prime
