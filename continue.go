@@ -109,12 +109,12 @@ func (k *resumer) requestBody() ([]byte, error) {
 	}
 	rc, err := k.getBody()
 	if err != nil {
-		return nil, fmt.Errorf("llmretry: rewinding request body: %w", err)
+		return nil, fmt.Errorf("rewinding request body: %w", err)
 	}
 	defer rc.Close()
 	b, err := readAllSized(rc, k.first.ContentLength)
 	if err != nil {
-		return nil, fmt.Errorf("llmretry: reading request body: %w", err)
+		return nil, fmt.Errorf("reading request body: %w", err)
 	}
 	k.body = b
 	return b, nil

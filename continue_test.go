@@ -334,6 +334,7 @@ func TestContinueStreamsByRegeneration(t *testing.T) {
 			got, err := readAll(resp)
 			assert.ErrorIs(t, err, ErrStreamCut)
 			assert.ErrorContains(t, err, "does not begin with what was delivered")
+			assert.Equal(t, 1, strings.Count(err.Error(), "llmretry:"), "one prefix: %s", err)
 			text, _, _, _ := chatText(t, got)
 			assert.Equal(t, "Hello wor", text, "not a byte of the diverging answer")
 		})

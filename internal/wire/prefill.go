@@ -64,17 +64,19 @@ func (st Strategy) String() string {
 	return "no strategy"
 }
 
-// The reasons PrefillBody gives no body.
+// The reasons PrefillBody gives no body. Like every error of this
+// package, their texts carry no "llmretry: ": the root wraps them in
+// errors of its own, which do.
 var (
-	errNotPrefill      = errors.New("llmretry: not a prefill strategy")
-	errPrefixChatOnly  = errors.New("llmretry: a prefill with \"prefix\": true is Chat Completions' (DeepSeek, Mistral)")
-	errNoPrefillAPI    = errors.New("llmretry: this API takes no prefill")
-	errNoRequest       = errors.New("llmretry: no request body to build a prefill from")
-	errNothingToFill   = errors.New("llmretry: nothing delivered to prefill (regenerate instead)")
-	errThinkingPrefill = errors.New("llmretry: Anthropic takes no prefill with extended thinking")
-	errRequestJSON     = errors.New("llmretry: the request body is not the API's JSON")
-	errLastTurn        = errors.New("llmretry: the request's last turn is the assistant's, and its content cannot be extended")
-	errSeveralChoices  = errors.New("llmretry: the request asks for several choices")
+	errNotPrefill      = errors.New("not a prefill strategy")
+	errPrefixChatOnly  = errors.New("a prefill with \"prefix\": true is Chat Completions' (DeepSeek, Mistral)")
+	errNoPrefillAPI    = errors.New("this API takes no prefill")
+	errNoRequest       = errors.New("no request body to build a prefill from")
+	errNothingToFill   = errors.New("nothing delivered to prefill (regenerate instead)")
+	errThinkingPrefill = errors.New("Anthropic takes no prefill with extended thinking")
+	errRequestJSON     = errors.New("the request body is not the API's JSON")
+	errLastTurn        = errors.New("the request's last turn is the assistant's, and its content cannot be extended")
+	errSeveralChoices  = errors.New("the request asks for several choices")
 )
 
 // PrefillBody returns the original request body with the delivered text
@@ -114,7 +116,7 @@ func (s *Stream) PrefillBody(request []byte, st Strategy) (body, heldBack []byte
 		return nil, nil, errNoRequest
 	}
 	if why := s.Stuck(); why != "" {
-		return nil, nil, errors.New("llmretry: the stream cannot be continued: " + why)
+		return nil, nil, errors.New("the stream cannot be continued: " + why)
 	}
 	req := readRequest(s.api, request)
 	if req.n > 1 {
