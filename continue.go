@@ -199,7 +199,8 @@ type prefillRefusals = sync.Map
 // and the whitespace a prefill held back; or the error the caller's read
 // fails with. It runs as an attempt of the call (its number, the call's
 // retries, deadline, reserve, timeouts, coordination and routes apply),
-// and falls back from a prefill the route refuses to regenerating.
+// and falls back to regenerating from a prefill the route refuses or that
+// cannot be built (wire.ErrNoPrefill).
 func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wire.Strategy, []byte, error) {
 	if why := st.Stuck(); why != "" {
 		return nil, 0, nil, k.cut(cause, why)
@@ -218,6 +219,13 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 	strategy := k.strategy(st, u)
 	for {
 		req, heldBack, err := k.request(st, strategy)
+		if err != nil && strategy != wire.Regenerate && errors.Is(err, wire.ErrNoPrefill) {
+			// What was delivered, or the request, makes no prefill
+			// (whitespace alone, extended thinking …), yet nothing
+			// forbids continuing: the rest is regenerated and matched.
+			strategy = wire.Regenerate
+			continue
+		}
 		if err != nil {
 			return nil, 0, nil, k.cut(cause, err.Error())
 		}

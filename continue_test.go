@@ -451,3 +451,125 @@ func TestContinueStreamsValidate(t *testing.T) {
 	assert.ErrorContains(t, Policy{ContinueBy: map[string]string{"x.test": "maybe"}}.Validate(), `Policy.ContinueBy["x.test"] is "maybe"`)
 	assert.NoError(t, Policy{RetryStreams: true, ContinueStreams: true, ContinueBy: map[string]string{"api.deepseek.com": "prefix"}}.Validate())
 }
+
+// messagesStream is an Anthropic Messages stream: its message_start, a
+// signed thinking block if thought is not empty, a text block of parts
+// and, when complete, its end.
+func messagesStream(id, thought string, complete bool, parts ...string) string {
+	ev := func(typ, data string) string { return "event: " + typ + "\ndata: " + data + "\n\n" }
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	s := ev("message_start", `{"type":"message_start","message":{"id":"`+id+`","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}`)
+	at := 0
+	if thought != "" {
+		s += ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}`) +
+			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":`+q(thought)+`}}`) +
+			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2lnbmVk"}}`) +
+			ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+		at = 1
+	}
+	idx := strconv.Itoa(at)
+	s += ev("content_block_start", `{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"text","text":""}}`)
+	for _, p := range parts {
+		s += ev("content_block_delta", `{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"text_delta","text":`+q(p)+`}}`)
+	}
+	if complete {
+		s += ev("content_block_stop", `{"type":"content_block_stop","index":`+idx+`}`) +
+			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}`) +
+			ev("message_stop", `{"type":"message_stop"}`)
+	}
+	return s
+}
+
+// messagesText reads a Messages stream's text as an SDK accumulates it,
+// and counts its message_stop events.
+func messagesText(t *testing.T, body string) (text string, stops int) {
+	t.Helper()
+	for line := range strings.Lines(body) {
+		data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type  string
+			Delta struct{ Type, Text string }
+		}
+		require.NoError(t, json.Unmarshal([]byte(data), &ev))
+		switch {
+		case ev.Type == "message_stop":
+			stops++
+		case ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta":
+			text += ev.Delta.Text
+		}
+	}
+	return text, stops
+}
+
+// Where no prefill can be built of what was delivered or of the request
+// (extended thinking, whitespace alone, an assistant turn of the caller's
+// that cannot be extended), the cut stream is regenerated and matched
+// instead, and no prefill is sent; a request that asks for several
+// choices is still never continued.
+func TestContinueStreamsRegeneratesWithoutAPrefill(t *testing.T) {
+	const messagesURL = "https://api.anthropic.com/v1/messages"
+	for _, tc := range []struct {
+		name, url, body string
+		cut, rest       string // the cut stream and its regeneration; rest "": never continued
+		text            func(*testing.T, string) string
+		want            string
+	}{
+		{
+			name: "thinking delivered", url: messagesURL,
+			body: `{"model":"claude-sonnet-4-5","max_tokens":9,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"Say hello"}],"stream":true}`,
+			cut:  messagesStream("msg_1", "Let me think.", false, "Hel"),
+			rest: messagesStream("msg_2", "Thinking again.", true, "Hello!"),
+			want: "Hello!",
+		},
+		{
+			name: "whitespace alone", url: messagesURL,
+			body: `{"model":"claude-sonnet-4-5","max_tokens":9,"messages":[{"role":"user","content":"Say hello"}],"stream":true}`,
+			cut:  messagesStream("msg_1", "", false, "\n\n"),
+			rest: messagesStream("msg_2", "", true, "\n\nHello!"),
+			want: "\n\nHello!",
+		},
+		{
+			name: "an assistant turn that cannot be extended", url: testURL,
+			body: `{"model":"m","messages":[{"role":"user","content":"Say hello"},{"role":"assistant","content":null,"tool_calls":[]}],"stream":true}`,
+			cut:  chatStream("c1", false, "Hello", " wor"),
+			rest: chatStream("c2", true, "Hello world!"),
+			want: "Hello world!",
+		},
+		{
+			name: "several choices asked", url: testURL,
+			body: `{"model":"m","n":2,"messages":[{"role":"user","content":"Say hello"}],"stream":true}`,
+			cut:  chatStream("c1", false, "Hello", " wor"),
+			want: "Hello wor",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &streams{replies: []func(*http.Request) *http.Response{stream(tc.cut, syscall.ECONNRESET), stream(tc.rest, nil)}}
+				var rec recorder
+				resp, err := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true, OnAttempt: rec.on}).RoundTrip(testkit.StainlessPost(t, tc.url, tc.body))
+				require.NoError(t, err)
+				got, err := readAll(resp)
+				text, _, _, _ := chatText(t, got)
+				if tc.url == messagesURL {
+					var stops int
+					text, stops = messagesText(t, got)
+					assert.Equal(t, 1, stops)
+				}
+				assert.Equal(t, tc.want, text)
+				if tc.rest == "" {
+					assert.ErrorIs(t, err, ErrStreamCut)
+					assert.ErrorContains(t, err, "not continued: the request asks for several choices")
+					assert.Len(t, base.sent(), 1, "no second request")
+					return
+				}
+				require.NoError(t, err)
+				assert.Equal(t, []string{tc.body, tc.body}, base.sent(), "the request again, as it was: no prefill")
+				require.Len(t, rec.attempts, 2)
+				assert.Equal(t, "regenerate", rec.attempts[1].Continued)
+			})
+		})
+	}
+}

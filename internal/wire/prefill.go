@@ -66,18 +66,35 @@ func (st Strategy) String() string {
 
 // The reasons PrefillBody gives no body. Like every error of this
 // package, their texts carry no "llmretry: ": the root wraps them in
-// errors of its own, which do.
+// errors of its own, which do. Those that refuse a prefill alone wrap
+// ErrNoPrefill; the others (the stream is Stuck, the request asks for
+// several choices) forbid any continuation.
 var (
-	errNotPrefill      = errors.New("not a prefill strategy")
-	errPrefixChatOnly  = errors.New("a prefill with \"prefix\": true is Chat Completions' (DeepSeek, Mistral)")
-	errNoPrefillAPI    = errors.New("this API takes no prefill")
-	errNoRequest       = errors.New("no request body to build a prefill from")
-	errNothingToFill   = errors.New("nothing delivered to prefill (regenerate instead)")
-	errThinkingPrefill = errors.New("Anthropic takes no prefill with extended thinking")
-	errRequestJSON     = errors.New("the request body is not the API's JSON")
-	errLastTurn        = errors.New("the request's last turn is the assistant's, and its content cannot be extended")
+	errNotPrefill      = noPrefill("not a prefill strategy")
+	errPrefixChatOnly  = noPrefill("a prefill with \"prefix\": true is Chat Completions' (DeepSeek, Mistral)")
+	errNoPrefillAPI    = noPrefill("this API takes no prefill")
+	errNoRequest       = noPrefill("no request body to build a prefill from")
+	errNothingToFill   = noPrefill("nothing delivered to prefill (regenerate instead)")
+	errThinkingPrefill = noPrefill("Anthropic takes no prefill with extended thinking")
+	errRequestJSON     = noPrefill("the request body is not the API's JSON")
+	errLastTurn        = noPrefill("the request's last turn is the assistant's, and its content cannot be extended")
 	errSeveralChoices  = errors.New("the request asks for several choices")
 )
+
+// ErrNoPrefill is wrapped by PrefillBody's errors that refuse a prefill
+// alone: the delivered text or the request cannot be a prefill (nothing
+// but whitespace delivered, extended thinking, an assistant turn that
+// cannot be extended, an API or flag that takes none), yet nothing
+// forbids continuing the stream another way, so it may be regenerated
+// and matched. PrefillBody's other errors forbid any continuation.
+var ErrNoPrefill = errors.New("no prefill can be built")
+
+// noPrefill is a refusal of a prefill alone, said precisely; it wraps
+// ErrNoPrefill.
+type noPrefill string
+
+func (e noPrefill) Error() string { return string(e) }
+func (noPrefill) Unwrap() error   { return ErrNoPrefill }
 
 // PrefillBody returns the original request body with the delivered text
 // as the last assistant turn, as the API wants it, and the trailing
