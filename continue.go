@@ -229,16 +229,17 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 		if err != nil {
 			return nil, 0, nil, k.cut(cause, err.Error())
 		}
-		resp, err := k.send(req, strategy, int64(len(st.Delivered())))
+		resp, refused, err := k.send(req, strategy, int64(len(st.Delivered())))
 		if err != nil {
 			return nil, 0, nil, k.cut(err, "")
 		}
 		if isEventStream(resp) && resp.StatusCode < 300 {
 			return resp, strategy, heldBack, nil
 		}
-		if (strategy == wire.Prefill || strategy == wire.PrefillPrefix) && k.prefillRefused(resp) {
+		if refused {
 			// Remembered for the host and model, and never sent one
 			// again: the rest is regenerated and matched.
+			resp.Body.Close()
 			k.t.refusedPrefill(u.host, u.model, time.Now())
 			strategy = wire.Regenerate
 			continue
@@ -249,18 +250,17 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 	}
 }
 
-// prefillRefused reports whether resp, a continuation's failure, refuses
-// the prefill (its body's first bytes read and put back, then closed).
-func (k *resumer) prefillRefused(resp *http.Response) bool {
-	if resp.StatusCode != http.StatusBadRequest {
+// refusesPrefill reports whether the latest attempt, a continuation by
+// prefill whose result ends the call (judgement j), is a 400 that refuses
+// the prefill; the body's first bytes are read at once and put back.
+func (c *call) refusesPrefill(j *judgement) bool {
+	if c.continued != strategyNames[wire.Prefill] || j.why != stopFinal || c.resp == nil || c.event != nil || j.status != http.StatusBadRequest {
 		return false
 	}
-	body, _ := peekBody(resp, signalPeek, time.Time{})
-	if wire.PrefillRefused(resp.StatusCode, resp.Header, body) {
-		resp.Body.Close()
-		return true
+	if j.body == nil {
+		j.body, _ = peekBody(c.resp, signalPeek, c.lim.before(0))
 	}
-	return false
+	return wire.PrefillRefused(j.status, c.resp.Header, j.body)
 }
 
 // request returns the request that asks for the rest of st by strategy:
@@ -307,8 +307,9 @@ func withBody(req *http.Request, b []byte) {
 // route the stream was cut on, then as the call's schedule and routes say;
 // each attempt's record says it continued a stream, by strategy, from
 // offset bytes of content delivered. It returns the last attempt's result
-// as a call does (a failure response, or an *Exhausted error).
-func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) (*http.Response, error) {
+// as a call does (a failure response, or an *Exhausted error), and
+// whether that response refuses the prefill (its record says so).
+func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) (*http.Response, bool, error) {
 	c := newCall(k.f, k.base, k.p, req, req, req.GetBody)
 	c.keepers, c.gk = k.keepers, open{}
 	if k.keepers != nil {
@@ -322,7 +323,7 @@ func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) 
 	c.continued, c.from = strategyNames[strategy], offset
 	resp, err := c.resume()
 	k.n, k.retries, k.route, k.taken = c.n, c.retries, c.route, c.routesTaken()
-	return resp, err
+	return resp, err == nil && c.moved == movedPrefill, err
 }
 
 // resume runs a continuation's call: its first attempt at once, then the

@@ -363,7 +363,12 @@ func TestContinueStreamsRefusedPrefill(t *testing.T) {
 			}
 			return stream(chatStream("c2", true, "Hello world!"), nil)(r), nil
 		})
-		rt := mustNew(t, seq, Policy{RetryStreams: true, ContinueStreams: true})
+		var rec recorder
+		var log syncBuffer
+		rt := mustNew(t, seq, Policy{RetryStreams: true, ContinueStreams: true, OnAttempt: func(a Attempt) {
+			rec.on(a)
+			LogAttempts(textLogger(&log))(a)
+		}})
 		for range 2 {
 			calls = 0
 			resp, err := rt.RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`))
@@ -374,6 +379,24 @@ func TestContinueStreamsRefusedPrefill(t *testing.T) {
 			assert.Equal(t, "Hello world!", text)
 		}
 		assert.Equal(t, 1, prefills, "one prefill in the whole test: the refusal is remembered")
+
+		// The refused prefill's record says so, and that the call goes on
+		// by regenerating: it is not the call's last word.
+		require.Equal(t, 6, rec.count(), "the first call: cut, prefill, regeneration (cut again: this base cuts every other stream), regeneration; the second: cut, regeneration")
+		refused := rec.attempts[1]
+		assert.Equal(t, "prefill", refused.Continued)
+		assert.Equal(t, 400, refused.Response.StatusCode)
+		assert.Equal(t, "prefill refused, regenerating", refused.Moved)
+		assert.NoError(t, refused.Stop, "a regeneration follows")
+		assert.Contains(t, refused.String(), "(moved: prefill refused, regenerating)")
+		assert.NotContains(t, refused.String(), "stop:")
+		assert.Equal(t, "regenerate", rec.attempts[2].Continued)
+		assert.Empty(t, rec.attempts[2].Moved)
+		assert.Equal(t, "regenerate", rec.attempts[5].Continued, "the second call sends no prefill")
+		lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+		require.Len(t, lines, 6)
+		assert.Contains(t, lines[1], `moved="prefill refused, regenerating" continued=prefill`)
+		assert.NotContains(t, lines[1], "stop=")
 	})
 }
 
