@@ -254,7 +254,10 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 // prefill whose result ends the call (judgement j), is a 400 that refuses
 // the prefill; the body's first bytes are read at once and put back.
 func (c *call) refusesPrefill(j *judgement) bool {
-	if c.continued != strategyNames[wire.Prefill] || j.why != stopFinal || c.resp == nil || c.event != nil || j.status != http.StatusBadRequest {
+	switch {
+	case c.continued != strategyNames[wire.Prefill] || c.resp == nil || c.event != nil || j.status != http.StatusBadRequest:
+		return false
+	case j.why != stopFinal && j.why != stopProvider: // (x-should-retry: false says the same)
 		return false
 	}
 	if j.body == nil {
