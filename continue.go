@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/llmretry/llmretry/internal/coord"
@@ -36,12 +35,13 @@ var strategyNames = [...]string{wire.Resume: "resume", wire.Prefill: "prefill", 
 // committed it: its request, its Transport's parts, and where the call
 // stands (attempts, retries, route). It lives as long as the stream's body.
 type resumer struct {
-	t       *Transport // its memory of the routes that refuse prefill
+	t       *Transport // its memory of the routes that refuse prefill (nil for a call made by hand in tests)
 	f       *flight
 	base    http.RoundTripper
 	p       *Policy
 	req     *http.Request                 // the caller's
 	first   *http.Request                 // the first attempt as sent
+	at      *http.Request                 // the attempt that committed the stream (on route)
 	getBody func() (io.ReadCloser, error) // the request's body, again
 	keepers coord.Gatekeepers
 
@@ -61,6 +61,7 @@ type commit struct {
 	p       *Policy
 	req     *http.Request // the caller's
 	first   *http.Request // the first attempt as sent
+	at      *http.Request // the attempt that committed the stream; nil: first
 	getBody func() (io.ReadCloser, error)
 	keepers coord.Gatekeepers
 
@@ -71,7 +72,7 @@ type commit struct {
 
 // commit returns the call as a committed stream needs it.
 func (c *call) commit() commit {
-	return commit{t: c.t, f: c.f, base: c.base, p: c.p, req: c.req, first: c.first, getBody: c.getBody, keepers: c.keepers,
+	return commit{t: c.t, f: c.f, base: c.base, p: c.p, req: c.req, first: c.first, at: c.out, getBody: c.getBody, keepers: c.keepers,
 		n: c.n, retries: c.retries, route: c.route, taken: c.routesTaken(), gaveUp: c.event != nil || c.resp.StatusCode >= 400}
 }
 
@@ -86,7 +87,11 @@ func (c *call) answer(resp *http.Response, err error) (*http.Response, error) {
 
 // resumer returns what continuing the stream cm committed needs.
 func (cm commit) resumer() *resumer {
-	return &resumer{t: cm.t, f: cm.f, base: cm.base, p: cm.p, req: cm.req, first: cm.first, getBody: cm.getBody, keepers: cm.keepers,
+	at := cm.at
+	if at == nil {
+		at = cm.first
+	}
+	return &resumer{t: cm.t, f: cm.f, base: cm.base, p: cm.p, req: cm.req, first: cm.first, at: at, getBody: cm.getBody, keepers: cm.keepers,
 		n: cm.n, committed: cm.n, retries: cm.retries, route: cm.route, taken: cm.taken, api: wire.APIOf(cm.req.Method, cm.req.URL)}
 }
 
@@ -121,42 +126,58 @@ func (k *resumer) requestBody() ([]byte, error) {
 }
 
 // strategy chooses how the stream st is continued on the route it was
-// cut on: resumed, for a Responses stream created in the background;
-// prefilled, where the route's API continues a final assistant turn and it
-// is not known to refuse one; else regenerated and matched.
-func (k *resumer) strategy(st *wire.Stream, u *urlHost) wire.Strategy {
+// cut on (host, and orig the request's body): resumed, for a Responses
+// stream created in the background; prefilled, where the route's API
+// continues a final assistant turn and it is not known to refuse one;
+// else regenerated and matched.
+func (k *resumer) strategy(st *wire.Stream, host string, orig []byte) wire.Strategy {
 	if _, ok := st.ResumeURL(k.first.URL); ok {
 		return wire.Resume
 	}
-	if by, ok := k.p.ContinueBy[u.host]; ok {
+	if by, ok := k.p.ContinueBy[host]; ok {
 		switch by {
 		case "prefill":
-			return k.unlessRefused(u, wire.Prefill)
+			return k.unlessRefused(wire.Prefill, orig)
 		case "prefix":
-			return k.unlessRefused(u, wire.PrefillPrefix)
+			return k.unlessRefused(wire.PrefillPrefix, orig)
 		}
 		return wire.Regenerate
 	}
 	switch {
-	case k.api == wire.ChatCompletions && openAIHost(u.host):
+	case k.api == wire.ChatCompletions && openAIHost(host):
 		// api.openai.com's Chat Completions starts a final assistant
 		// message over: a splice would glue a restart onto the answer.
 		return wire.Regenerate
-	case k.api == wire.ChatCompletions && (u.host == "api.deepseek.com" || u.host == "api.mistral.ai"):
-		return k.unlessRefused(u, wire.PrefillPrefix)
+	case k.api == wire.ChatCompletions && (host == "api.deepseek.com" || host == "api.mistral.ai"):
+		return k.unlessRefused(wire.PrefillPrefix, orig)
 	case k.api == wire.Responses:
 		return wire.Regenerate
 	}
-	return k.unlessRefused(u, wire.Prefill)
+	return k.unlessRefused(wire.Prefill, orig)
 }
 
-// unlessRefused returns st, or Regenerate where the route's host and model
-// refused a prefill before.
-func (k *resumer) unlessRefused(u *urlHost, st wire.Strategy) wire.Strategy {
-	if k.t.refusesPrefill(u.host, u.model, time.Now()) {
+// unlessRefused returns st, or Regenerate where the route the stream was
+// cut on refused a prefill before, for its provider key and model (see
+// coord.PrefillMemory).
+func (k *resumer) unlessRefused(st wire.Strategy, orig []byte) wire.Strategy {
+	if m := k.t.prefillMemory(); m != nil && m.RefusesPrefill(k.f, k.at, k.modelOf(k.at, k.route, orig), time.Now()) {
 		return wire.Regenerate
 	}
 	return st
+}
+
+// modelOf returns the model req, an attempt on route, names: in its URL
+// (Gemini's) or its body, the request's own (orig) on the primary, else
+// the one the route made.
+func (k *resumer) modelOf(req *http.Request, route int, orig []byte) string {
+	body := orig
+	if route != 0 && req.GetBody != nil {
+		if rc, err := req.GetBody(); err == nil {
+			body, _ = readAllSized(rc, req.ContentLength)
+			rc.Close()
+		}
+	}
+	return wire.ModelOf(k.api, req.URL, body)
 }
 
 // openAIHost reports whether host is OpenAI's or Azure OpenAI's.
@@ -164,34 +185,19 @@ func openAIHost(host string) bool {
 	return host == "api.openai.com" || strings.HasSuffix(host, ".openai.azure.com") || strings.HasSuffix(host, ".cognitiveservices.azure.com")
 }
 
-// urlHost is the host and model a continuation goes to.
-type urlHost struct{ host, model string }
-
-// prefillMemory is how long a Transport remembers that a host and model
-// refused a prefill: a model's support does not change within a day, and
-// every fact has a lifetime.
-const prefillMemory = 24 * time.Hour
-
-// refusesPrefill reports whether host and model refused a prefill in the
-// last prefillMemory.
-func (t *Transport) refusesPrefill(host, model string, now time.Time) bool {
+// prefillMemory returns what remembers the provider keys and models that
+// refused a prefill: a coordinated Transport's Coordinator (through its
+// store, for every process that shares it), else the Transport's own; nil
+// without a Transport.
+func (t *Transport) prefillMemory() coord.PrefillMemory {
 	if t == nil {
-		return false
+		return nil
 	}
-	v, ok := t.noPrefill.Load(host + "\x00" + model)
-	return ok && now.Sub(v.(time.Time)) < prefillMemory
-}
-
-// refusedPrefill remembers that host and model refused a prefill.
-func (t *Transport) refusedPrefill(host, model string, now time.Time) {
-	if t != nil {
-		t.noPrefill.Store(host+"\x00"+model, now)
+	if m, ok := t.keepers.(coord.PrefillMemory); ok {
+		return m
 	}
+	return &t.refusals
 }
-
-// prefillRefusals is a Transport's memory of the hosts and models that
-// refused a prefill (refusesPrefill).
-type prefillRefusals = sync.Map
 
 // continuation sends the request that asks for the rest of st, cut for
 // cause, and returns the response whose events, spliced, are that rest
@@ -215,8 +221,7 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 	if err != nil {
 		return nil, 0, nil, k.cut(cause, err.Error())
 	}
-	u := &urlHost{host: strings.ToLower(k.first.URL.Host), model: wire.ModelOf(k.api, k.first.URL, orig)}
-	strategy := k.strategy(st, u)
+	strategy := k.strategy(st, strings.ToLower(k.first.URL.Host), orig)
 	for {
 		req, heldBack, err := k.request(st, strategy)
 		if err != nil && strategy != wire.Regenerate && errors.Is(err, wire.ErrNoPrefill) {
@@ -229,18 +234,20 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 		if err != nil {
 			return nil, 0, nil, k.cut(cause, err.Error())
 		}
-		resp, refused, err := k.send(req, strategy, int64(len(st.Delivered())))
+		resp, refusedBy, err := k.send(req, strategy, int64(len(st.Delivered())))
 		if err != nil {
 			return nil, 0, nil, k.cut(err, "")
 		}
 		if isEventStream(resp) && resp.StatusCode < 300 {
 			return resp, strategy, heldBack, nil
 		}
-		if refused {
-			// Remembered for the host and model, and never sent one
-			// again: the rest is regenerated and matched.
+		if refusedBy != nil {
+			// Remembered for its provider key and model, and never
+			// sent one again: the rest is regenerated and matched.
 			resp.Body.Close()
-			k.t.refusedPrefill(u.host, u.model, time.Now())
+			if m := k.t.prefillMemory(); m != nil {
+				m.RefusedPrefill(k.f, refusedBy, k.modelOf(refusedBy, k.route, orig), time.Now())
+			}
 			strategy = wire.Regenerate
 			continue
 		}
@@ -310,9 +317,10 @@ func withBody(req *http.Request, b []byte) {
 // route the stream was cut on, then as the call's schedule and routes say;
 // each attempt's record says it continued a stream, by strategy, from
 // offset bytes of content delivered. It returns the last attempt's result
-// as a call does (a failure response, or an *Exhausted error), and
-// whether that response refuses the prefill (its record says so).
-func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) (*http.Response, bool, error) {
+// as a call does (a failure response, or an *Exhausted error), and, if
+// that response refuses the prefill (its record says so), the request
+// that was refused (its route is then k.route).
+func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) (*http.Response, *http.Request, error) {
 	c := newCall(k.f, k.base, k.p, req, req, req.GetBody)
 	c.keepers, c.gk = k.keepers, open{}
 	if k.keepers != nil {
@@ -326,7 +334,10 @@ func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) 
 	c.continued, c.from = strategyNames[strategy], offset
 	resp, err := c.resume()
 	k.n, k.retries, k.route, k.taken = c.n, c.retries, c.route, c.routesTaken()
-	return resp, err == nil && c.moved == movedPrefill, err
+	if err == nil && c.moved == movedPrefill {
+		return resp, c.out, nil
+	}
+	return resp, nil, err
 }
 
 // resume runs a continuation's call: its first attempt at once, then the
