@@ -102,9 +102,10 @@ func (s *Store) lifetime(d time.Duration) {
 	}
 }
 
-// Malformed returns how many notices, and fields of keys' facts in Redis,
-// the Store has dropped as malformed since New: data no Store of the
-// fleet writes (a forged message on its channel, a key's hash rewritten).
+// Malformed returns how many notices, fields of keys' facts in Redis and
+// records of refused prefills the Store has dropped as malformed since
+// New: data no Store of the fleet writes (a forged message on its channel,
+// a key's hash rewritten).
 // Each is read as nothing; the Store logs when such data begins to arrive
 // and when well-formed data follows, not per item.
 func (s *Store) Malformed() uint64 { return s.malformed.Load() }
