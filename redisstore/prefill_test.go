@@ -21,6 +21,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// refusalKey is the Redis key of the refusal of model on the provider key
+// name, under prefix p, as docs/redis.md states it.
+func refusalKey(p, name, model string) string {
+	sum := sha256.Sum256([]byte(model))
+	return p + "{" + name + "}:noprefill:" + hex.EncodeToString(sum[:8])
+}
+
 // A refusal of a prefill is one Redis string under the provider key's hash
 // tag, PREFIX{name}:noprefill:HASH, holding its lapse in Unix ms and
 // expiring with it; its name carries no credential and no model.
@@ -35,8 +42,7 @@ func TestPrefillRefusalKey(t *testing.T) {
 
 	keys, err := client.Keys(ctx, p+"*").Result()
 	require.NoError(t, err)
-	sum := sha256.Sum256([]byte("claude-opus-4-6"))
-	want := p + "{" + name + "}:noprefill:" + hex.EncodeToString(sum[:8])
+	want := refusalKey(p, name, "claude-opus-4-6")
 	assert.Equal(t, []string{want}, keys)
 	assert.NotContains(t, want, "SECRET")
 	assert.NotContains(t, want, "claude")
@@ -60,8 +66,7 @@ func TestPrefillRefusalForged(t *testing.T) {
 	st := newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p, Timeout: roomyTimeout})
 	ctx, now := context.Background(), time.Now().Truncate(time.Millisecond)
 	name := st.Key("api.anthropic.com", []byte("x-api-key\x00sk-ant-1\x00"))
-	sum := sha256.Sum256([]byte("m"))
-	k := p + "{" + name + "}:noprefill:" + hex.EncodeToString(sum[:8])
+	k := refusalKey(p, name, "m")
 	ms := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
 	for _, tc := range []struct {
 		name      string
