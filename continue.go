@@ -41,7 +41,7 @@ type resumer struct {
 	p       *Policy
 	req     *http.Request                 // the caller's
 	first   *http.Request                 // the first attempt as sent
-	at      *http.Request                 // the attempt that committed the stream (on route)
+	at      *http.Request                 // the latest attempt that answered the stream (on route): the committed one, then its continuation
 	getBody func() (io.ReadCloser, error) // the request's body, again
 	keepers coord.Gatekeepers
 
@@ -333,6 +333,9 @@ func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) 
 	c.taken, c.route, c.next = k.taken, k.route, k.route
 	c.continued, c.from = strategyNames[strategy], offset
 	resp, err := c.resume()
+	if c.n > k.n {
+		k.at = c.out // the route a next cut is continued on
+	}
 	k.n, k.retries, k.route, k.taken = c.n, c.retries, c.route, c.routesTaken()
 	if err == nil && c.moved == movedPrefill {
 		return resp, c.out, nil
