@@ -221,6 +221,10 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 	if err != nil {
 		return nil, 0, nil, k.cut(cause, err.Error())
 	}
+	if wire.SeveralChoices(k.api, orig) {
+		// (Before its second choice came: a regeneration would be sent.)
+		return nil, 0, nil, k.cut(cause, "the request asks for several choices")
+	}
 	strategy := k.strategy(st, strings.ToLower(k.first.URL.Host), orig)
 	for {
 		req, heldBack, err := k.request(st, strategy)

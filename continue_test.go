@@ -571,6 +571,12 @@ func TestContinueStreamsRegeneratesWithoutAPrefill(t *testing.T) {
 			cut:  chatStream("c1", false, "Hello", " wor"),
 			want: "Hello wor",
 		},
+		{
+			name: "several choices asked, where the route regenerates", url: "https://api.openai.com/v1/chat/completions",
+			body: `{"model":"gpt-4o","n":2,"messages":[{"role":"user","content":"Say hello"}],"stream":true}`,
+			cut:  chatStream("c1", false, "Hello", " wor"),
+			want: "Hello wor",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -230,3 +230,23 @@ func FuzzPrefillBody(f *testing.F) {
 		}
 	})
 }
+
+// SeveralChoices reads n (Chat Completions) and candidateCount (Gemini)
+// as PrefillBody does, for every strategy.
+func TestSeveralChoices(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		api     API
+		request string
+		want    bool
+	}{
+		{"n = 2", ChatCompletions, `{"model":"gpt-4o","n":2,"messages":[]}`, true},
+		{"n = 1", ChatCompletions, `{"model":"gpt-4o","n":1,"messages":[]}`, false},
+		{"no n", ChatCompletions, chatRequest, false},
+		{"n on Messages means nothing", Messages, `{"n":2,"messages":[]}`, false},
+		{"candidateCount 2", Gemini, `{"contents":[],"generationConfig":{"candidateCount":2}}`, true},
+		{"not JSON", ChatCompletions, `{"n":`, false},
+	} {
+		assert.Equal(t, c.want, SeveralChoices(c.api, []byte(c.request)), c.name)
+	}
+}
