@@ -629,6 +629,7 @@ func (s *countingRefusals) PrefillRefused(ctx context.Context, key, model string
 // (the regeneration) the whole answer. It counts the prefills it was sent
 // per credential.
 type refusingRoute struct {
+	final    bool // its refusal says x-should-retry: false, as Anthropic's 400s do
 	mu       sync.Mutex
 	n        int
 	prefills map[string]int
@@ -643,7 +644,11 @@ func (r *refusingRoute) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.prefills = map[string]int{}
 		}
 		r.prefills[req.Header.Get("Authorization")]++
-		return status(400, `{"type":"error","error":{"type":"invalid_request_error","message":"This model does not support assistant message prefill. The conversation must end with a user message."}}`)(req), nil
+		resp := status(400, `{"type":"error","error":{"type":"invalid_request_error","message":"This model does not support assistant message prefill. The conversation must end with a user message."}}`)(req)
+		if r.final {
+			resp.Header.Set("X-Should-Retry", "false")
+		}
+		return resp, nil
 	}
 	r.n++
 	if r.n%2 == 1 {
@@ -679,6 +684,20 @@ func TestContinueStreamsRefusalsPerKeyAndThroughCoordination(t *testing.T) {
 				call(t, rt, cred)
 			}
 			assert.Equal(t, map[string]int{"Bearer sk-A": 1, "Bearer sk-B": 1}, route.prefills, "one refusal per key")
+		})
+	})
+	t.Run("x-should-retry: false", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			route := &refusingRoute{final: true}
+			var rec recorder
+			q := p
+			q.OnAttempt = rec.on
+			rt := mustNew(t, route, q)
+			call(t, rt, "sk-A")
+			call(t, rt, "sk-A")
+			assert.Equal(t, map[string]int{"Bearer sk-A": 1}, route.prefills, "the provider's last word on the prefill, not on the call")
+			require.Greater(t, rec.count(), 1)
+			assert.Equal(t, "prefill refused, regenerating", rec.attempts[1].Moved)
 		})
 	})
 	t.Run("through the store", func(t *testing.T) {
