@@ -77,7 +77,10 @@ type Attempt struct {
 	// "context too long" or "credential refused" (see Policy.Fallback and
 	// Policy.LongContext); empty when the next attempt, if any, asks the
 	// same route first. A move to a fallback bills another account or
-	// model: this is where to see it.
+	// model: this is where to see it. "prefill refused, regenerating"
+	// says that the route refused this continuation's prefill (a 400, see
+	// Policy.ContinueStreams): the next attempt, at once, regenerates the
+	// answer, on the same route, and Stop is nil.
 	Moved string
 	// Held reports that the next attempt is held, with the other calls to
 	// the same provider key, until the key is back or the server's wait is

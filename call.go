@@ -417,6 +417,9 @@ func (c *call) decide() bool {
 		wait = 0 // go around at once: the next route's facts are its own
 	}
 	c.why = j.why
+	if !moved && c.refusesPrefill(&j) {
+		c.moved = movedPrefill // the record says so; the resumer regenerates
+	}
 	held := v.Held && j.why == stopNone && !moved
 	c.record(wait, held)
 	if j.why != stopNone {
@@ -668,7 +671,8 @@ func (c *call) record(retryIn time.Duration, held bool) {
 	}
 	c.recorded = c.n
 	a := Attempt{ID: newID(), N: c.n, Request: c.out, Response: c.resp, Err: c.err, RetryIn: retryIn, Probe: c.probe, Route: c.route, Held: held}
-	if c.why != stopNone {
+	if c.why != stopNone && c.moved != movedPrefill {
+		// (A refused prefill is followed by the regeneration.)
 		a.Stop = c.why.reason(c.f.Context)
 	}
 	if c.event != nil {

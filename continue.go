@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/llmretry/llmretry/internal/coord"
@@ -36,12 +35,13 @@ var strategyNames = [...]string{wire.Resume: "resume", wire.Prefill: "prefill", 
 // committed it: its request, its Transport's parts, and where the call
 // stands (attempts, retries, route). It lives as long as the stream's body.
 type resumer struct {
-	t       *Transport // its memory of the routes that refuse prefill
+	t       *Transport // its memory of the routes that refuse prefill (nil for a call made by hand in tests)
 	f       *flight
 	base    http.RoundTripper
 	p       *Policy
 	req     *http.Request                 // the caller's
 	first   *http.Request                 // the first attempt as sent
+	at      *http.Request                 // the latest attempt that answered the stream (on route): the committed one, then its continuation
 	getBody func() (io.ReadCloser, error) // the request's body, again
 	keepers coord.Gatekeepers
 
@@ -61,6 +61,7 @@ type commit struct {
 	p       *Policy
 	req     *http.Request // the caller's
 	first   *http.Request // the first attempt as sent
+	at      *http.Request // the attempt that committed the stream; nil: first
 	getBody func() (io.ReadCloser, error)
 	keepers coord.Gatekeepers
 
@@ -71,7 +72,7 @@ type commit struct {
 
 // commit returns the call as a committed stream needs it.
 func (c *call) commit() commit {
-	return commit{t: c.t, f: c.f, base: c.base, p: c.p, req: c.req, first: c.first, getBody: c.getBody, keepers: c.keepers,
+	return commit{t: c.t, f: c.f, base: c.base, p: c.p, req: c.req, first: c.first, at: c.out, getBody: c.getBody, keepers: c.keepers,
 		n: c.n, retries: c.retries, route: c.route, taken: c.routesTaken(), gaveUp: c.event != nil || c.resp.StatusCode >= 400}
 }
 
@@ -86,7 +87,11 @@ func (c *call) answer(resp *http.Response, err error) (*http.Response, error) {
 
 // resumer returns what continuing the stream cm committed needs.
 func (cm commit) resumer() *resumer {
-	return &resumer{t: cm.t, f: cm.f, base: cm.base, p: cm.p, req: cm.req, first: cm.first, getBody: cm.getBody, keepers: cm.keepers,
+	at := cm.at
+	if at == nil {
+		at = cm.first
+	}
+	return &resumer{t: cm.t, f: cm.f, base: cm.base, p: cm.p, req: cm.req, first: cm.first, at: at, getBody: cm.getBody, keepers: cm.keepers,
 		n: cm.n, committed: cm.n, retries: cm.retries, route: cm.route, taken: cm.taken, api: wire.APIOf(cm.req.Method, cm.req.URL)}
 }
 
@@ -109,54 +114,70 @@ func (k *resumer) requestBody() ([]byte, error) {
 	}
 	rc, err := k.getBody()
 	if err != nil {
-		return nil, fmt.Errorf("llmretry: rewinding request body: %w", err)
+		return nil, fmt.Errorf("rewinding request body: %w", err)
 	}
 	defer rc.Close()
 	b, err := readAllSized(rc, k.first.ContentLength)
 	if err != nil {
-		return nil, fmt.Errorf("llmretry: reading request body: %w", err)
+		return nil, fmt.Errorf("reading request body: %w", err)
 	}
 	k.body = b
 	return b, nil
 }
 
 // strategy chooses how the stream st is continued on the route it was
-// cut on: resumed, for a Responses stream created in the background;
-// prefilled, where the route's API continues a final assistant turn and it
-// is not known to refuse one; else regenerated and matched.
-func (k *resumer) strategy(st *wire.Stream, u *urlHost) wire.Strategy {
+// cut on (host, and orig the request's body): resumed, for a Responses
+// stream created in the background; prefilled, where the route's API
+// continues a final assistant turn and it is not known to refuse one;
+// else regenerated and matched.
+func (k *resumer) strategy(st *wire.Stream, host string, orig []byte) wire.Strategy {
 	if _, ok := st.ResumeURL(k.first.URL); ok {
 		return wire.Resume
 	}
-	if by, ok := k.p.ContinueBy[u.host]; ok {
+	if by, ok := k.p.ContinueBy[host]; ok {
 		switch by {
 		case "prefill":
-			return k.unlessRefused(u, wire.Prefill)
+			return k.unlessRefused(wire.Prefill, orig)
 		case "prefix":
-			return k.unlessRefused(u, wire.PrefillPrefix)
+			return k.unlessRefused(wire.PrefillPrefix, orig)
 		}
 		return wire.Regenerate
 	}
 	switch {
-	case k.api == wire.ChatCompletions && openAIHost(u.host):
+	case k.api == wire.ChatCompletions && openAIHost(host):
 		// api.openai.com's Chat Completions starts a final assistant
 		// message over: a splice would glue a restart onto the answer.
 		return wire.Regenerate
-	case k.api == wire.ChatCompletions && (u.host == "api.deepseek.com" || u.host == "api.mistral.ai"):
-		return k.unlessRefused(u, wire.PrefillPrefix)
+	case k.api == wire.ChatCompletions && (host == "api.deepseek.com" || host == "api.mistral.ai"):
+		return k.unlessRefused(wire.PrefillPrefix, orig)
 	case k.api == wire.Responses:
 		return wire.Regenerate
 	}
-	return k.unlessRefused(u, wire.Prefill)
+	return k.unlessRefused(wire.Prefill, orig)
 }
 
-// unlessRefused returns st, or Regenerate where the route's host and model
-// refused a prefill before.
-func (k *resumer) unlessRefused(u *urlHost, st wire.Strategy) wire.Strategy {
-	if k.t.refusesPrefill(u.host, u.model, time.Now()) {
+// unlessRefused returns st, or Regenerate where the route the stream was
+// cut on refused a prefill before, for its provider key and model (see
+// coord.PrefillMemory).
+func (k *resumer) unlessRefused(st wire.Strategy, orig []byte) wire.Strategy {
+	if m := k.t.prefillMemory(); m != nil && m.RefusesPrefill(k.f, k.at, k.modelOf(k.at, k.route, orig), time.Now()) {
 		return wire.Regenerate
 	}
 	return st
+}
+
+// modelOf returns the model req, an attempt on route, names: in its URL
+// (Gemini's) or its body, the request's own (orig) on the primary, else
+// the one the route made.
+func (k *resumer) modelOf(req *http.Request, route int, orig []byte) string {
+	body := orig
+	if route != 0 && req.GetBody != nil {
+		if rc, err := req.GetBody(); err == nil {
+			body, _ = readAllSized(rc, req.ContentLength)
+			rc.Close()
+		}
+	}
+	return wire.ModelOf(k.api, req.URL, body)
 }
 
 // openAIHost reports whether host is OpenAI's or Azure OpenAI's.
@@ -164,34 +185,19 @@ func openAIHost(host string) bool {
 	return host == "api.openai.com" || strings.HasSuffix(host, ".openai.azure.com") || strings.HasSuffix(host, ".cognitiveservices.azure.com")
 }
 
-// urlHost is the host and model a continuation goes to.
-type urlHost struct{ host, model string }
-
-// prefillMemory is how long a Transport remembers that a host and model
-// refused a prefill: a model's support does not change within a day, and
-// every fact has a lifetime.
-const prefillMemory = 24 * time.Hour
-
-// refusesPrefill reports whether host and model refused a prefill in the
-// last prefillMemory.
-func (t *Transport) refusesPrefill(host, model string, now time.Time) bool {
+// prefillMemory returns what remembers the provider keys and models that
+// refused a prefill: a coordinated Transport's Coordinator (through its
+// store, for every process that shares it), else the Transport's own; nil
+// without a Transport.
+func (t *Transport) prefillMemory() coord.PrefillMemory {
 	if t == nil {
-		return false
+		return nil
 	}
-	v, ok := t.noPrefill.Load(host + "\x00" + model)
-	return ok && now.Sub(v.(time.Time)) < prefillMemory
-}
-
-// refusedPrefill remembers that host and model refused a prefill.
-func (t *Transport) refusedPrefill(host, model string, now time.Time) {
-	if t != nil {
-		t.noPrefill.Store(host+"\x00"+model, now)
+	if m, ok := t.keepers.(coord.PrefillMemory); ok {
+		return m
 	}
+	return &t.refusals
 }
-
-// prefillRefusals is a Transport's memory of the hosts and models that
-// refused a prefill (refusesPrefill).
-type prefillRefusals = sync.Map
 
 // continuation sends the request that asks for the rest of st, cut for
 // cause, and returns the response whose events, spliced, are that rest
@@ -199,7 +205,8 @@ type prefillRefusals = sync.Map
 // and the whitespace a prefill held back; or the error the caller's read
 // fails with. It runs as an attempt of the call (its number, the call's
 // retries, deadline, reserve, timeouts, coordination and routes apply),
-// and falls back from a prefill the route refuses to regenerating.
+// and falls back to regenerating from a prefill the route refuses or that
+// cannot be built (wire.ErrNoPrefill).
 func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wire.Strategy, []byte, error) {
 	if why := st.Stuck(); why != "" {
 		return nil, 0, nil, k.cut(cause, why)
@@ -214,24 +221,37 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 	if err != nil {
 		return nil, 0, nil, k.cut(cause, err.Error())
 	}
-	u := &urlHost{host: strings.ToLower(k.first.URL.Host), model: wire.ModelOf(k.api, k.first.URL, orig)}
-	strategy := k.strategy(st, u)
+	if wire.SeveralChoices(k.api, orig) {
+		// (Before its second choice came: a regeneration would be sent.)
+		return nil, 0, nil, k.cut(cause, "the request asks for several choices")
+	}
+	strategy := k.strategy(st, strings.ToLower(k.first.URL.Host), orig)
 	for {
 		req, heldBack, err := k.request(st, strategy)
+		if err != nil && strategy != wire.Regenerate && errors.Is(err, wire.ErrNoPrefill) {
+			// What was delivered, or the request, makes no prefill
+			// (whitespace alone, extended thinking …), yet nothing
+			// forbids continuing: the rest is regenerated and matched.
+			strategy = wire.Regenerate
+			continue
+		}
 		if err != nil {
 			return nil, 0, nil, k.cut(cause, err.Error())
 		}
-		resp, err := k.send(req, strategy, int64(len(st.Delivered())))
+		resp, refusedBy, err := k.send(req, strategy, int64(len(st.Delivered())))
 		if err != nil {
 			return nil, 0, nil, k.cut(err, "")
 		}
 		if isEventStream(resp) && resp.StatusCode < 300 {
 			return resp, strategy, heldBack, nil
 		}
-		if (strategy == wire.Prefill || strategy == wire.PrefillPrefix) && k.prefillRefused(resp) {
-			// Remembered for the host and model, and never sent one
-			// again: the rest is regenerated and matched.
-			k.t.refusedPrefill(u.host, u.model, time.Now())
+		if refusedBy != nil {
+			// Remembered for its provider key and model, and never
+			// sent one again: the rest is regenerated and matched.
+			resp.Body.Close()
+			if m := k.t.prefillMemory(); m != nil {
+				m.RefusedPrefill(k.f, refusedBy, k.modelOf(refusedBy, k.route, orig), time.Now())
+			}
 			strategy = wire.Regenerate
 			continue
 		}
@@ -241,18 +261,20 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 	}
 }
 
-// prefillRefused reports whether resp, a continuation's failure, refuses
-// the prefill (its body's first bytes read and put back, then closed).
-func (k *resumer) prefillRefused(resp *http.Response) bool {
-	if resp.StatusCode != http.StatusBadRequest {
+// refusesPrefill reports whether the latest attempt, a continuation by
+// prefill whose result ends the call (judgement j), is a 400 that refuses
+// the prefill; the body's first bytes are read at once and put back.
+func (c *call) refusesPrefill(j *judgement) bool {
+	switch {
+	case c.continued != strategyNames[wire.Prefill] || c.resp == nil || c.event != nil || j.status != http.StatusBadRequest:
+		return false
+	case j.why != stopFinal && j.why != stopProvider: // (x-should-retry: false says the same)
 		return false
 	}
-	body, _ := peekBody(resp, signalPeek, time.Time{})
-	if wire.PrefillRefused(resp.StatusCode, resp.Header, body) {
-		resp.Body.Close()
-		return true
+	if j.body == nil {
+		j.body, _ = peekBody(c.resp, signalPeek, c.lim.before(0))
 	}
-	return false
+	return wire.PrefillRefused(j.status, c.resp.Header, j.body)
 }
 
 // request returns the request that asks for the rest of st by strategy:
@@ -299,8 +321,10 @@ func withBody(req *http.Request, b []byte) {
 // route the stream was cut on, then as the call's schedule and routes say;
 // each attempt's record says it continued a stream, by strategy, from
 // offset bytes of content delivered. It returns the last attempt's result
-// as a call does (a failure response, or an *Exhausted error).
-func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) (*http.Response, error) {
+// as a call does (a failure response, or an *Exhausted error), and, if
+// that response refuses the prefill (its record says so), the request
+// that was refused (its route is then k.route).
+func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) (*http.Response, *http.Request, error) {
 	c := newCall(k.f, k.base, k.p, req, req, req.GetBody)
 	c.keepers, c.gk = k.keepers, open{}
 	if k.keepers != nil {
@@ -313,8 +337,14 @@ func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) 
 	c.taken, c.route, c.next = k.taken, k.route, k.route
 	c.continued, c.from = strategyNames[strategy], offset
 	resp, err := c.resume()
+	if c.n > k.n {
+		k.at = c.out // the route a next cut is continued on
+	}
 	k.n, k.retries, k.route, k.taken = c.n, c.retries, c.route, c.routesTaken()
-	return resp, err
+	if err == nil && c.moved == movedPrefill {
+		return resp, c.out, nil
+	}
+	return resp, nil, err
 }
 
 // resume runs a continuation's call: its first attempt at once, then the

@@ -3,6 +3,7 @@ package llmretry
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -17,7 +18,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/coordination"
 	"github.com/llmretry/llmretry/internal/testkit"
+	"github.com/llmretry/llmretry/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -444,6 +447,7 @@ func TestContinueStreamsByRegeneration(t *testing.T) {
 			got, err := readAll(resp)
 			assert.ErrorIs(t, err, ErrStreamCut)
 			assert.ErrorContains(t, err, "does not begin with what was delivered")
+			assert.Equal(t, 1, strings.Count(err.Error(), "llmretry:"), "one prefix: %s", err)
 			text, _, _, _ := chatText(t, got)
 			assert.Equal(t, "Hello wor", text, "not a byte of the diverging answer")
 		})
@@ -472,7 +476,12 @@ func TestContinueStreamsRefusedPrefill(t *testing.T) {
 			}
 			return stream(chatStream("c2", true, "Hello world!"), nil)(r), nil
 		})
-		rt := mustNew(t, seq, Policy{RetryStreams: true, ContinueStreams: true})
+		var rec recorder
+		var log syncBuffer
+		rt := mustNew(t, seq, Policy{RetryStreams: true, ContinueStreams: true, OnAttempt: func(a Attempt) {
+			rec.on(a)
+			LogAttempts(textLogger(&log))(a)
+		}})
 		for range 2 {
 			calls = 0
 			resp, err := rt.RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`))
@@ -483,6 +492,24 @@ func TestContinueStreamsRefusedPrefill(t *testing.T) {
 			assert.Equal(t, "Hello world!", text)
 		}
 		assert.Equal(t, 1, prefills, "one prefill in the whole test: the refusal is remembered")
+
+		// The refused prefill's record says so, and that the call goes on
+		// by regenerating: it is not the call's last word.
+		require.Equal(t, 6, rec.count(), "the first call: cut, prefill, regeneration (cut again: this base cuts every other stream), regeneration; the second: cut, regeneration")
+		refused := rec.attempts[1]
+		assert.Equal(t, "prefill", refused.Continued)
+		assert.Equal(t, 400, refused.Response.StatusCode)
+		assert.Equal(t, "prefill refused, regenerating", refused.Moved)
+		assert.NoError(t, refused.Stop, "a regeneration follows")
+		assert.Contains(t, refused.String(), "(moved: prefill refused, regenerating)")
+		assert.NotContains(t, refused.String(), "stop:")
+		assert.Equal(t, "regenerate", rec.attempts[2].Continued)
+		assert.Empty(t, rec.attempts[2].Moved)
+		assert.Equal(t, "regenerate", rec.attempts[5].Continued, "the second call sends no prefill")
+		lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+		require.Len(t, lines, 6)
+		assert.Contains(t, lines[1], `moved="prefill refused, regenerating" continued=prefill`)
+		assert.NotContains(t, lines[1], "stop=")
 	})
 }
 
@@ -559,4 +586,248 @@ func TestContinueStreamsValidate(t *testing.T) {
 	assert.ErrorContains(t, Policy{ContinueStreams: true}.Validate(), "ContinueStreams needs RetryStreams")
 	assert.ErrorContains(t, Policy{ContinueBy: map[string]string{"x.test": "maybe"}}.Validate(), `Policy.ContinueBy["x.test"] is "maybe"`)
 	assert.NoError(t, Policy{RetryStreams: true, ContinueStreams: true, ContinueBy: map[string]string{"api.deepseek.com": "prefix"}}.Validate())
+}
+
+// messagesStream is an Anthropic Messages stream: its message_start, a
+// signed thinking block if thought is not empty, a text block of parts
+// and, when complete, its end.
+func messagesStream(id, thought string, complete bool, parts ...string) string {
+	ev := func(typ, data string) string { return "event: " + typ + "\ndata: " + data + "\n\n" }
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	s := ev("message_start", `{"type":"message_start","message":{"id":"`+id+`","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}`)
+	at := 0
+	if thought != "" {
+		s += ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}`) +
+			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":`+q(thought)+`}}`) +
+			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2lnbmVk"}}`) +
+			ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+		at = 1
+	}
+	idx := strconv.Itoa(at)
+	s += ev("content_block_start", `{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"text","text":""}}`)
+	for _, p := range parts {
+		s += ev("content_block_delta", `{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"text_delta","text":`+q(p)+`}}`)
+	}
+	if complete {
+		s += ev("content_block_stop", `{"type":"content_block_stop","index":`+idx+`}`) +
+			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}`) +
+			ev("message_stop", `{"type":"message_stop"}`)
+	}
+	return s
+}
+
+// messagesText reads a Messages stream's text as an SDK accumulates it,
+// and counts its message_stop events.
+func messagesText(t *testing.T, body string) (text string, stops int) {
+	t.Helper()
+	for line := range strings.Lines(body) {
+		data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type  string
+			Delta struct{ Type, Text string }
+		}
+		require.NoError(t, json.Unmarshal([]byte(data), &ev))
+		switch {
+		case ev.Type == "message_stop":
+			stops++
+		case ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta":
+			text += ev.Delta.Text
+		}
+	}
+	return text, stops
+}
+
+// Where no prefill can be built of what was delivered or of the request
+// (extended thinking, whitespace alone, an assistant turn of the caller's
+// that cannot be extended), the cut stream is regenerated and matched
+// instead, and no prefill is sent; a request that asks for several
+// choices is still never continued.
+func TestContinueStreamsRegeneratesWithoutAPrefill(t *testing.T) {
+	const messagesURL = "https://api.anthropic.com/v1/messages"
+	for _, tc := range []struct {
+		name, url, body string
+		cut, rest       string // the cut stream and its regeneration; rest "": never continued
+		text            func(*testing.T, string) string
+		want            string
+	}{
+		{
+			name: "thinking delivered", url: messagesURL,
+			body: `{"model":"claude-sonnet-4-5","max_tokens":9,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"Say hello"}],"stream":true}`,
+			cut:  messagesStream("msg_1", "Let me think.", false, "Hel"),
+			rest: messagesStream("msg_2", "Thinking again.", true, "Hello!"),
+			want: "Hello!",
+		},
+		{
+			name: "whitespace alone", url: messagesURL,
+			body: `{"model":"claude-sonnet-4-5","max_tokens":9,"messages":[{"role":"user","content":"Say hello"}],"stream":true}`,
+			cut:  messagesStream("msg_1", "", false, "\n\n"),
+			rest: messagesStream("msg_2", "", true, "\n\nHello!"),
+			want: "\n\nHello!",
+		},
+		{
+			name: "an assistant turn that cannot be extended", url: testURL,
+			body: `{"model":"m","messages":[{"role":"user","content":"Say hello"},{"role":"assistant","content":null,"tool_calls":[]}],"stream":true}`,
+			cut:  chatStream("c1", false, "Hello", " wor"),
+			rest: chatStream("c2", true, "Hello world!"),
+			want: "Hello world!",
+		},
+		{
+			name: "several choices asked", url: testURL,
+			body: `{"model":"m","n":2,"messages":[{"role":"user","content":"Say hello"}],"stream":true}`,
+			cut:  chatStream("c1", false, "Hello", " wor"),
+			want: "Hello wor",
+		},
+		{
+			name: "several choices asked, where the route regenerates", url: "https://api.openai.com/v1/chat/completions",
+			body: `{"model":"gpt-4o","n":2,"messages":[{"role":"user","content":"Say hello"}],"stream":true}`,
+			cut:  chatStream("c1", false, "Hello", " wor"),
+			want: "Hello wor",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &streams{replies: []func(*http.Request) *http.Response{stream(tc.cut, syscall.ECONNRESET), stream(tc.rest, nil)}}
+				var rec recorder
+				resp, err := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true, OnAttempt: rec.on}).RoundTrip(testkit.StainlessPost(t, tc.url, tc.body))
+				require.NoError(t, err)
+				got, err := readAll(resp)
+				text, _, _, _ := chatText(t, got)
+				if tc.url == messagesURL {
+					var stops int
+					text, stops = messagesText(t, got)
+					assert.Equal(t, 1, stops)
+				}
+				assert.Equal(t, tc.want, text)
+				if tc.rest == "" {
+					assert.ErrorIs(t, err, ErrStreamCut)
+					assert.ErrorContains(t, err, "not continued: the request asks for several choices")
+					assert.Len(t, base.sent(), 1, "no second request")
+					return
+				}
+				require.NoError(t, err)
+				assert.Equal(t, []string{tc.body, tc.body}, base.sent(), "the request again, as it was: no prefill")
+				require.Len(t, rec.attempts, 2)
+				assert.Equal(t, "regenerate", rec.attempts[1].Continued)
+			})
+		})
+	}
+}
+
+// countingRefusals is a shared store (the in-process one) that counts the
+// calls to its store.PrefillRefusals.
+type countingRefusals struct {
+	store.Store
+	calls atomic.Int64
+}
+
+func (s *countingRefusals) RefusePrefill(ctx context.Context, key, model string, at time.Time, ttl time.Duration) error {
+	s.calls.Add(1)
+	return s.Store.(store.PrefillRefusals).RefusePrefill(ctx, key, model, at, ttl)
+}
+
+func (s *countingRefusals) PrefillRefused(ctx context.Context, key, model string, now time.Time) (time.Time, error) {
+	s.calls.Add(1)
+	return s.Store.(store.PrefillRefusals).PrefillRefused(ctx, key, model, now)
+}
+
+// refusingRoute is a route that refuses every prefill, and answers the
+// other requests of each call with a stream cut after "Hello wor", then
+// (the regeneration) the whole answer. It counts the prefills it was sent
+// per credential.
+type refusingRoute struct {
+	final    bool // its refusal says x-should-retry: false, as Anthropic's 400s do
+	mu       sync.Mutex
+	n        int
+	prefills map[string]int
+}
+
+func (r *refusingRoute) RoundTrip(req *http.Request) (*http.Response, error) {
+	b, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if strings.Contains(string(b), `"assistant"`) {
+		if r.prefills == nil {
+			r.prefills = map[string]int{}
+		}
+		r.prefills[req.Header.Get("Authorization")]++
+		resp := status(400, `{"type":"error","error":{"type":"invalid_request_error","message":"This model does not support assistant message prefill. The conversation must end with a user message."}}`)(req)
+		if r.final {
+			resp.Header.Set("X-Should-Retry", "false")
+		}
+		return resp, nil
+	}
+	r.n++
+	if r.n%2 == 1 {
+		return stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET)(req), nil
+	}
+	return stream(chatStream("c2", true, "Hello world!"), nil)(req), nil
+}
+
+// A refused prefill is remembered per provider key (host and credential)
+// and model: another credential on the same host is still sent one.
+// Coordinated, it is remembered through the store, for every Transport
+// (every process) that shares it: the second never sends one. The store
+// is asked only when a stream is cut: a call that succeeds never asks it.
+func TestContinueStreamsRefusalsPerKeyAndThroughCoordination(t *testing.T) {
+	const body = `{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`
+	p := Policy{RetryStreams: true, ContinueStreams: true}
+	call := func(t *testing.T, rt http.RoundTripper, credential string) {
+		t.Helper()
+		req := testkit.StainlessPost(t, testURL, body)
+		req.Header.Set("Authorization", "Bearer "+credential)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		got, err := readAll(resp)
+		require.NoError(t, err)
+		text, _, _, _ := chatText(t, got)
+		assert.Equal(t, "Hello world!", text)
+	}
+	t.Run("per credential", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			route := &refusingRoute{}
+			rt := mustNew(t, route, p)
+			for _, cred := range []string{"sk-A", "sk-A", "sk-B", "sk-B"} {
+				call(t, rt, cred)
+			}
+			assert.Equal(t, map[string]int{"Bearer sk-A": 1, "Bearer sk-B": 1}, route.prefills, "one refusal per key")
+		})
+	})
+	t.Run("x-should-retry: false", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			route := &refusingRoute{final: true}
+			var rec recorder
+			q := p
+			q.OnAttempt = rec.on
+			rt := mustNew(t, route, q)
+			call(t, rt, "sk-A")
+			call(t, rt, "sk-A")
+			assert.Equal(t, map[string]int{"Bearer sk-A": 1}, route.prefills, "the provider's last word on the prefill, not on the call")
+			require.Greater(t, rec.count(), 1)
+			assert.Equal(t, "prefill refused, regenerating", rec.attempts[1].Moved)
+		})
+	})
+	t.Run("through the store", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			shared := &countingRefusals{Store: coordination.NewMemoryStore()}
+			route := &refusingRoute{}
+			one, err := NewCoordinated(route, p, coordination.Config{Store: shared})
+			require.NoError(t, err)
+			two, err := NewCoordinated(route, p, coordination.Config{Store: shared})
+			require.NoError(t, err)
+
+			healthy := &streams{replies: []func(*http.Request) *http.Response{stream(chatStream("c1", true, "Hello world!"), nil)}}
+			ok, err := NewCoordinated(healthy, p, coordination.Config{Store: shared})
+			require.NoError(t, err)
+			call(t, ok, "sk-A")
+			assert.Zero(t, shared.calls.Load(), "a call that succeeds asks the store nothing")
+
+			call(t, one, "sk-A")
+			call(t, two, "sk-A")
+			assert.Equal(t, map[string]int{"Bearer sk-A": 1}, route.prefills, "one prefill for every Transport that shares the store")
+			assert.Positive(t, shared.calls.Load())
+		})
+	})
 }

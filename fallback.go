@@ -26,6 +26,9 @@ const (
 	movedAfter   = "FallbackAfter"      // a retryable failure once FallbackAfter has passed on the primary
 	movedContext = "context too long"   // the provider refused the request as longer than its model's window
 	movedKey     = "credential refused" // the provider refused the primary's credential
+	// Not a route: the route refused a continuation's prefill, which is
+	// regenerated and matched instead (see resumer.continuation).
+	movedPrefill = "prefill refused, regenerating"
 )
 
 // routing is a call's state across its routes, embedded in the call. Its

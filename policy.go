@@ -117,11 +117,15 @@ type Policy struct {
 	// as it was and matched against what was delivered (a regeneration
 	// that departs from it is never handed on). Each continuation is an
 	// attempt of the call (Attempt.Continued says so), under its limits,
-	// schedule, timeouts, coordination and routes, and bills the prompt
-	// and the delivered text again. A stream is never continued inside or
-	// after a tool call, in a thinking block, with several choices, or as
-	// Bedrock's event stream: its read then fails with ErrStreamCut.
-	// Opt-in: it changes what is sent. See docs/streams.md.
+	// schedule, timeouts, coordination and routes, and is billed on top
+	// of the cut attempt: a resume bills nothing more; a prefill bills the
+	// prompt and the delivered text as input and only the rest as output;
+	// a regeneration bills the prompt and the whole answer again (the
+	// part the caller has is generated and dropped). A stream is never
+	// continued inside or after a tool call, in a thinking block, with
+	// several choices, or as Bedrock's event stream: its read then fails
+	// with ErrStreamCut. Opt-in: it changes what is sent. See
+	// docs/streams.md.
 	ContinueStreams bool
 	// ContinueBy says how a stream cut on a host is continued, where what
 	// the host's API allows is not known (a proxy, a self-hosted server):

@@ -36,11 +36,11 @@ import (
 // llmretry call is already retrying (its context says so) passes straight
 // through to the base, so nested layers cannot multiply attempts.
 type Transport struct {
-	noPrefill prefillRefusals // the hosts and models that refused a prefill (see Policy.ContinueStreams)
-	base      http.RoundTripper
-	policy    Policy            // resolved by New
-	ready     bool              // false for the zero Transport
-	keepers   coord.Gatekeepers // the engine's Coordinator from NewCoordinated; nil: not coordinated
+	refusals coord.Refusals // the provider keys and models that refused a prefill, when not coordinated (see Policy.ContinueStreams)
+	base     http.RoundTripper
+	policy   Policy            // resolved by New
+	ready    bool              // false for the zero Transport
+	keepers  coord.Gatekeepers // the engine's Coordinator from NewCoordinated; nil: not coordinated
 }
 
 // New returns a Transport that sends through base (http.DefaultTransport if

@@ -133,7 +133,10 @@
 // refused"), llmretry.attempt (that attempt's number) and llmretry.route
 // (the route it took: 0 the primary); the next attempt's span carries the
 // route it moved to. A move to a fallback bills another account or model:
-// this event, with llmretry.route on the attempts, is where to see it.
+// this event, with llmretry.route on the attempts, is where to see it. A
+// continuation's prefill that its route refused adds the event too, with
+// llmretry.reason "prefill refused, regenerating": the call stays on the
+// route and regenerates the answer (see llmretry.Policy.ContinueStreams).
 //
 // # How each call ended
 //

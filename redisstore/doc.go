@@ -35,6 +35,12 @@
 // subscription is made again (what was published meanwhile is lost) each
 // key is read again on its next call.
 //
+// The Store also keeps which provider keys' models refused a prefill
+// (store.PrefillRefusals, for llmretry's Policy.ContinueStreams): one
+// string per refusal, PREFIX{name}:noprefill:HASH (HASH a SHA-256 of the
+// model name), holding when it lapses and expiring then, written when a
+// route refuses a prefill and read only when a cut stream is continued.
+//
 // # Credentials
 //
 // A key's name is its host, and for a request with a credential "#" and
@@ -43,7 +49,7 @@
 // nor a dump of it holds anything from which the credential could be
 // recovered (without the Secret, not even a guess can be tested). Nothing
 // else of a request reaches Redis but the failure's kind ("502 Bad
-// Gateway").
+// Gateway") and, for a refused prefill, a hash of the model's name.
 //
 // # When Redis fails
 //
@@ -68,7 +74,8 @@
 // lease, a down state, a wait, a pace, a limit on calls in flight or a
 // tally longer than the fleet's lifetimes, a count past its bound, a tally
 // that is not "n:seq:until" or whose owner is over 128 bytes, a tallies
-// hash of more than 4,096 processes) is read as the most the process
+// hash of more than 4,096 processes, a refused prefill's lapse more than
+// store.PrefillHold ahead or not a time) is read as the most the process
 // would have written, or as nothing, and the next script that writes the
 // key drops it; a failure of
 // one key (its data of the wrong type, its Cluster slot's master down)

@@ -102,9 +102,10 @@ func (s *Store) lifetime(d time.Duration) {
 	}
 }
 
-// Malformed returns how many notices, and fields of keys' facts in Redis,
-// the Store has dropped as malformed since New: data no Store of the
-// fleet writes (a forged message on its channel, a key's hash rewritten).
+// Malformed returns how many notices, fields of keys' facts in Redis and
+// records of refused prefills the Store has dropped as malformed since
+// New: data no Store of the fleet writes (a forged message on its channel,
+// a key's hash rewritten).
 // Each is read as nothing; the Store logs when such data begins to arrive
 // and when well-formed data follows, not per item.
 func (s *Store) Malformed() uint64 { return s.malformed.Load() }
@@ -275,24 +276,60 @@ func (s *Store) Release(ctx context.Context, key, holder string, now time.Time) 
 	return f, err
 }
 
-// result is one script's answer.
+// result is one Redis call's answer.
 type result struct {
-	v   []any
+	v   any
 	err error
 }
 
-// run runs sc on the Redis keys of name with args, within Options.Timeout
-// (the script runs on a goroutine of its own, so that a client that does
-// not honour its context's deadline cannot hold the caller longer), and
-// decodes its answer. Failures are logged when they begin and end.
+// malformedError is the error of a Redis call that Redis answered with
+// data no Store of the fleet writes: that key's trouble, not Redis's.
+type malformedError struct{ error }
+
+func (e malformedError) Unwrap() error { return e.error }
+
+// run runs sc on the Redis keys of name with args (see do), and decodes
+// its answer, counting what it read as malformed.
 func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name string, args ...any) (store.Facts, bool, time.Time, error) {
+	keys := s.keys(name)
+	args = append([]any{s.longest.Load()}, args...)
+	v, err := s.do(ctx, op, func(ctx context.Context) (any, error) {
+		v, err := sc.Run(ctx, s.client, keys, args...).Slice()
+		if err != nil {
+			return nil, err
+		}
+		a, err := decode(v)
+		if err != nil {
+			return nil, malformedError{err}
+		}
+		return a, nil
+	})
+	if errors.As(err, new(malformedError)) {
+		s.dropped(1, "a key's facts")
+	}
+	if err != nil {
+		return store.Facts{}, false, time.Time{}, err
+	}
+	a := v.(answer)
+	s.dropped(a.bad, "a key's facts")
+	return a.f, a.granted, a.slot, nil
+}
+
+// do runs fn, one Redis call, within Options.Timeout (on a goroutine of
+// its own, so that a client that does not honour its context's deadline
+// cannot hold the caller longer), and returns its answer. Failures are
+// logged when they begin and end; an error that says Redis as a whole
+// failed wraps store.ErrUnreachable, and one that fn wrapped in
+// malformedError (Redis answered, with data no Store writes) is the key's
+// alone and says nothing of Redis's health.
+func (s *Store) do(ctx context.Context, op string, fn func(context.Context) (any, error)) (any, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, err)
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return store.Facts{}, false, time.Time{}, errClosed
+		return nil, errClosed
 	}
 	s.calls.Add(1)
 	s.mu.Unlock()
@@ -301,11 +338,9 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name strin
 	tctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	done := make(chan result, 1)
-	keys := s.keys(name)
-	args = append([]any{s.longest.Load()}, args...)
 	go func() {
 		defer s.calls.Done()
-		v, err := sc.Run(tctx, s.client, keys, args...).Slice()
+		v, err := fn(tctx)
 		done <- result{v, err}
 	}()
 	var res result
@@ -320,31 +355,22 @@ func (s *Store) run(ctx context.Context, op string, sc *redis.Script, name strin
 	}
 	if res.err != nil && ctx.Err() != nil {
 		// The caller's context ended: not Redis's failure.
-		return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, ctx.Err())
+		return nil, fmt.Errorf("redisstore: %s: %w", op, ctx.Err())
 	}
-	var a answer
-	if res.err == nil {
-		a, res.err = decode(res.v)
-		bad := a.bad
-		if res.err != nil {
-			bad = 1
-		}
-		s.dropped(bad, "a key's facts")
-		if res.err != nil {
-			// Malformed: this key's trouble, not Redis's.
-			return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, res.err)
-		}
+	if errors.As(res.err, new(malformedError)) {
+		// Malformed: this key's trouble, not Redis's.
+		return nil, fmt.Errorf("redisstore: %s: %w", op, res.err)
 	}
 	if res.err != nil && !s.wide(res.err) {
 		// One key's trouble (its data, its slot): logged, not Redis's health.
 		s.keyFailed(res.err)
-		return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w", op, res.err)
+		return nil, fmt.Errorf("redisstore: %s: %w", op, res.err)
 	}
 	s.health(seq, res.err)
 	if res.err != nil {
-		return store.Facts{}, false, time.Time{}, fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnreachable, res.err)
+		return nil, fmt.Errorf("redisstore: %s: %w: %w", op, store.ErrUnreachable, res.err)
 	}
-	return a.f, a.granted, a.slot, nil
+	return res.v, nil
 }
 
 // health logs a change between failing and succeeding Redis calls: once

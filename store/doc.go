@@ -101,6 +101,15 @@
 // The in-process store (coordination.NewMemoryStore) and redisstore (against
 // a real redis-server, with several clients as the fleet) both pass it.
 //
+// # Optional interfaces
+//
+// A store may do more than Store asks, as a database/sql/driver driver
+// may: a coordinated Transport checks for the interface and uses it when
+// it is there, and a store without it works as before. PrefillRefusals
+// keeps which provider keys' models refused a prefill, so that every
+// process that shares the store learns from the first refusal; storetest
+// checks it when a store implements it.
+//
 // # The reference: redisstore
 //
 // Package github.com/llmretry/llmretry/redisstore is the shared store to

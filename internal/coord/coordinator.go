@@ -54,6 +54,8 @@ type Coordinator struct {
 	// to such a key knows what the fleet knows without a store call.
 	umu     sync.Mutex
 	unknown map[string]store.Facts
+
+	refusals Refusals // the prefills refused, as this process knows them (prefill.go)
 }
 
 // maxUnknown bounds the notices kept for keys this process does not use.

@@ -73,6 +73,24 @@ type Gatekeepers interface {
 	Join(req *http.Request, p Policy, route int) Gatekeeper
 }
 
+// PrefillMemory remembers which provider keys' models refused a prefill
+// (a continuation of a cut stream by the delivered text as a last
+// assistant turn: llmretry's Policy.ContinueStreams), so that none is
+// sent one again: the *Coordinator of a coordinated Transport (through
+// its store, for every process that shares it), a Refusals for the
+// others. The core asks it only to continue a cut stream, with the
+// request the route sends (its provider key: host and credential, never
+// kept) and the model it names. A PrefillMemory is safe for concurrent
+// use; it never fails a call.
+type PrefillMemory interface {
+	// RefusesPrefill reports whether req's provider key refused a
+	// prefill for model, remembered at now.
+	RefusesPrefill(ctx context.Context, req *http.Request, model string, now time.Time) bool
+	// RefusedPrefill remembers that req's provider key refused a prefill
+	// for model at now.
+	RefusedPrefill(ctx context.Context, req *http.Request, model string, now time.Time)
+}
+
 var (
 	_ Gatekeepers = (*Coordinator)(nil)
 	_ Gatekeeper  = (*Call)(nil)

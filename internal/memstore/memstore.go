@@ -36,6 +36,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	entries  map[string]*memEntry
+	refusals map[refusal]time.Time // when each refusal of a prefill lapses (store.PrefillRefusals)
 	lastSwep time.Time
 
 	wmu      sync.Mutex
@@ -72,7 +73,7 @@ func (e *memEntry) inFlight() int {
 // New returns an empty Store, with a hash seed of its own for the names
 // of keys (see Key).
 func New() *Store {
-	return &Store{seed: maphash.MakeSeed(), entries: map[string]*memEntry{}, watchers: map[*func(string, store.Facts)]struct{}{}}
+	return &Store{seed: maphash.MakeSeed(), entries: map[string]*memEntry{}, refusals: map[refusal]time.Time{}, watchers: map[*func(string, store.Facts)]struct{}{}}
 }
 
 // Key names the key host#8hex: 32 bits of a hash seeded per Store (every
@@ -329,6 +330,44 @@ func (s *Store) sweepLocked(now time.Time) {
 			delete(s.entries, k)
 		}
 	}
+	for r, until := range s.refusals {
+		if !now.Before(until) {
+			delete(s.refusals, r)
+		}
+	}
+}
+
+// refusal names one record of store.PrefillRefusals: a key and a model.
+type refusal struct{ key, model string }
+
+var _ store.PrefillRefusals = (*Store)(nil)
+
+// RefusePrefill records that model, on key, refused a prefill at at,
+// until at+ttl (ttl at most store.PrefillHold; nothing if it is not
+// positive).
+func (s *Store) RefusePrefill(_ context.Context, key, model string, at time.Time, ttl time.Duration) error {
+	if ttl <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if at.Sub(s.lastSwep) >= SweepEvery {
+		s.sweepLocked(at)
+	}
+	s.refusals[refusal{key, model}] = at.Add(min(ttl, store.PrefillHold))
+	return nil
+}
+
+// PrefillRefused returns when the record that model, on key, refused a
+// prefill lapses, if it is live at now; else the zero time.
+func (s *Store) PrefillRefused(_ context.Context, key, model string, now time.Time) (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.refusals[refusal{key, model}]
+	if !ok || !now.Before(until) {
+		return time.Time{}, nil
+	}
+	return until, nil
 }
 
 // lapse drops e's facts that are no longer live at now, and reports

@@ -177,7 +177,7 @@ func ScanFirstEvent(r io.Reader, maxBytes int) (read []byte, ev FirstEvent, err 
 		p := buf[len(buf):min(cap(buf), maxBytes)]
 		n, rerr := r.Read(p)
 		if n < 0 || n > len(p) {
-			return buf, undecided, errors.New("llmretry: stream reader returned an invalid count")
+			return buf, undecided, errors.New("stream reader returned an invalid count")
 		}
 		buf = buf[:len(buf)+n]
 		for {

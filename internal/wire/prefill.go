@@ -64,18 +64,37 @@ func (st Strategy) String() string {
 	return "no strategy"
 }
 
-// The reasons PrefillBody gives no body.
+// The reasons PrefillBody gives no body. Like every error of this
+// package, their texts carry no "llmretry: ": the root wraps them in
+// errors of its own, which do. Those that refuse a prefill alone wrap
+// ErrNoPrefill; the others (the stream is Stuck, the request asks for
+// several choices) forbid any continuation.
 var (
-	errNotPrefill      = errors.New("llmretry: not a prefill strategy")
-	errPrefixChatOnly  = errors.New("llmretry: a prefill with \"prefix\": true is Chat Completions' (DeepSeek, Mistral)")
-	errNoPrefillAPI    = errors.New("llmretry: this API takes no prefill")
-	errNoRequest       = errors.New("llmretry: no request body to build a prefill from")
-	errNothingToFill   = errors.New("llmretry: nothing delivered to prefill (regenerate instead)")
-	errThinkingPrefill = errors.New("llmretry: Anthropic takes no prefill with extended thinking")
-	errRequestJSON     = errors.New("llmretry: the request body is not the API's JSON")
-	errLastTurn        = errors.New("llmretry: the request's last turn is the assistant's, and its content cannot be extended")
-	errSeveralChoices  = errors.New("llmretry: the request asks for several choices")
+	errNotPrefill      = noPrefill("not a prefill strategy")
+	errPrefixChatOnly  = noPrefill("a prefill with \"prefix\": true is Chat Completions' (DeepSeek, Mistral)")
+	errNoPrefillAPI    = noPrefill("this API takes no prefill")
+	errNoRequest       = noPrefill("no request body to build a prefill from")
+	errNothingToFill   = noPrefill("nothing delivered to prefill (regenerate instead)")
+	errThinkingPrefill = noPrefill("Anthropic takes no prefill with extended thinking")
+	errRequestJSON     = noPrefill("the request body is not the API's JSON")
+	errLastTurn        = noPrefill("the request's last turn is the assistant's, and its content cannot be extended")
+	errSeveralChoices  = errors.New("the request asks for several choices")
 )
+
+// ErrNoPrefill is wrapped by PrefillBody's errors that refuse a prefill
+// alone: the delivered text or the request cannot be a prefill (nothing
+// but whitespace delivered, extended thinking, an assistant turn that
+// cannot be extended, an API or flag that takes none), yet nothing
+// forbids continuing the stream another way, so it may be regenerated
+// and matched. PrefillBody's other errors forbid any continuation.
+var ErrNoPrefill = errors.New("no prefill can be built")
+
+// noPrefill is a refusal of a prefill alone, said precisely; it wraps
+// ErrNoPrefill.
+type noPrefill string
+
+func (e noPrefill) Error() string { return string(e) }
+func (noPrefill) Unwrap() error   { return ErrNoPrefill }
 
 // PrefillBody returns the original request body with the delivered text
 // as the last assistant turn, as the API wants it, and the trailing
@@ -114,7 +133,7 @@ func (s *Stream) PrefillBody(request []byte, st Strategy) (body, heldBack []byte
 		return nil, nil, errNoRequest
 	}
 	if why := s.Stuck(); why != "" {
-		return nil, nil, errors.New("llmretry: the stream cannot be continued: " + why)
+		return nil, nil, errors.New("the stream cannot be continued: " + why)
 	}
 	req := readRequest(s.api, request)
 	if req.n > 1 {

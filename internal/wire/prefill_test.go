@@ -4,6 +4,7 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -107,6 +108,8 @@ func TestPrefillBodyRefused(t *testing.T) {
 			s := streamOf(t, c.api, c.request, c.text)
 			body, held, err := s.PrefillBody([]byte(c.request), c.st)
 			assert.ErrorIs(t, err, c.want)
+			assert.Equal(t, c.want != errSeveralChoices, errors.Is(err, ErrNoPrefill), "a refusal of the prefill alone, or of any continuation")
+			assert.NotContains(t, err.Error(), "llmretry:", "the root prefixes it")
 			assert.Nil(t, body)
 			assert.Nil(t, held)
 		})
@@ -116,22 +119,26 @@ func TestPrefillBodyRefused(t *testing.T) {
 	observe(&s, chatEvents(chatID, "Hel", "lo")[:2])
 	_, _, err := s.PrefillBody(nil, Prefill)
 	assert.ErrorIs(t, err, errNoRequest)
+	assert.ErrorIs(t, err, ErrNoPrefill)
 
 	s.Reset(ChatCompletions, true)
 	observe(&s, chatToolEvents()[:4])
 	_, _, err = s.PrefillBody([]byte(chatRequest), Prefill)
 	assert.ErrorContains(t, err, "a tool call", "a stuck stream")
+	assert.NotErrorIs(t, err, ErrNoPrefill, "a stuck stream is never continued")
 
 	s.Reset(ChatCompletions, false)
 	observe(&s, chatEvents(chatID, "Hel", "lo")[:2])
 	_, _, err = s.PrefillBody([]byte(chatRequest), Prefill)
 	assert.ErrorContains(t, err, "not kept", "a Stream that keeps no text")
+	assert.NotErrorIs(t, err, ErrNoPrefill)
 
 	s.Reset(Messages, true)
 	observe(&s, messagesThinkingEvents("Hel", "lo")[:7])
 	require.Equal(t, "Hel", string(s.Delivered()))
 	_, _, err = s.PrefillBody([]byte(messagesRequest), Prefill)
 	assert.ErrorIs(t, err, errThinkingPrefill, "a thinking block was delivered")
+	assert.ErrorIs(t, err, ErrNoPrefill, "it may be regenerated")
 }
 
 func FuzzPrefillBody(f *testing.F) {
@@ -222,4 +229,24 @@ func FuzzPrefillBody(f *testing.F) {
 			t.Fatalf("the body changed beyond its last turn:\n%s\n%s", request, body)
 		}
 	})
+}
+
+// SeveralChoices reads n (Chat Completions) and candidateCount (Gemini)
+// as PrefillBody does, for every strategy.
+func TestSeveralChoices(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		api     API
+		request string
+		want    bool
+	}{
+		{"n = 2", ChatCompletions, `{"model":"gpt-4o","n":2,"messages":[]}`, true},
+		{"n = 1", ChatCompletions, `{"model":"gpt-4o","n":1,"messages":[]}`, false},
+		{"no n", ChatCompletions, chatRequest, false},
+		{"n on Messages means nothing", Messages, `{"n":2,"messages":[]}`, false},
+		{"candidateCount 2", Gemini, `{"contents":[],"generationConfig":{"candidateCount":2}}`, true},
+		{"not JSON", ChatCompletions, `{"n":`, false},
+	} {
+		assert.Equal(t, c.want, SeveralChoices(c.api, []byte(c.request)), c.name)
+	}
 }

@@ -40,7 +40,7 @@ import (
 // starting over) does not begin with the text already delivered, or that
 // the continuation's shape departs from what the caller has (a tool call
 // or an end before the delivered text was covered, several choices).
-var ErrDiverged = errors.New("llmretry: the regenerated answer does not begin with what was delivered")
+var ErrDiverged = errors.New("the regenerated answer does not begin with what was delivered")
 
 // The ways a continuation departs, each wrapping ErrDiverged.
 var (
@@ -49,13 +49,13 @@ var (
 	errDivergedTool    = divergedError("the regenerated answer calls a tool where the delivered text is")
 	errDivergedChoices = divergedError("the continuation has several choices")
 	errDivergedShape   = divergedError("the continuation's event belongs to no block it started")
-	errNoSplice        = errors.New("llmretry: no splicer continues this API's stream with this strategy")
+	errNoSplice        = errors.New("no splicer continues this API's stream with this strategy")
 )
 
 // divergedError is a departure of a continuation, said more precisely.
 type divergedError string
 
-func (e divergedError) Error() string { return "llmretry: " + string(e) }
+func (e divergedError) Error() string { return string(e) }
 func (divergedError) Unwrap() error   { return ErrDiverged }
 
 // spliceMode is what the splicer does with the continuation's next text.

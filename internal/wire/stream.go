@@ -549,6 +549,14 @@ func (s *Stream) ResumeURL(orig *url.URL) (*url.URL, bool) {
 	return u, true
 }
 
+// SeveralChoices reports whether request, a request body of api, asks
+// for more than one choice ("n" above 1 in Chat Completions,
+// generationConfig.candidateCount in Gemini): its stream is never
+// continued, whatever the strategy.
+func SeveralChoices(api API, request []byte) bool {
+	return readRequest(api, request).n > 1
+}
+
 // readRequest reads what continuing a stream needs from its request body:
 // top-level members only (and generationConfig's, thinking's), values
 // skipped with the lexer.

@@ -9,6 +9,9 @@
 //		})
 //	}
 //
+// Run also checks the optional store.PrefillRefusals, for stores that
+// implement it (and skips those checks for the others).
+//
 // Run needs only the testing package. Its checks use times near the real
 // clock, a few seconds apart, and never sleep but to wait for a notice.
 //
@@ -73,6 +76,8 @@ func Run(t *testing.T, stores func(t *testing.T) []store.Store) {
 		{"a 429 teaches a rate, and later ones merge", testTaught},
 		{"TakeSend spaces a taught key's sends, climbing back to the floor", testTaughtSends},
 		{"what 429s taught lapses at TaughtUntil", testTaughtLapses},
+		{"a refused prefill is shared, per key and model, until it lapses (optional)", testPrefillRefusals},
+		{"a refused prefill lives at most PrefillHold; a model is any string (optional)", testPrefillHold},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
