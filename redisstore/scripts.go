@@ -302,8 +302,9 @@ return unchanged(f, false)
 // reportScript: ARGV horizon, at (µs), evidence ("down", "up" or ""), reason,
 // down-for (ms), next probe, wait until, prober, burst, every (µs), full
 // (µs), cut ("1" or ""), grow (µs), cap until, owner, unleased, seq, tally
-// until (µs), spacing (µs), floor (µs), name, channel. The owner's tally is
-// set first, if its seq is above the stored one's (or none is stored);
+// until (µs), spacing (µs), floor (µs), sender, name, channel. The
+// sender's send lease ends first, if it holds one; then the owner's tally is
+// set, if its seq is above the stored one's (or none is stored);
 // then a cut limits the key's calls in flight to those counted (at least
 // 1), or a tally that rose on a limited key raises the limit to them if it
 // is lower; a spacing or floor teaches the key (memstore's rules).
@@ -313,9 +314,13 @@ local np, wait, prober = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 local burst, every, full = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local cut, grow, capUntil = ARGV[12] == '1', tonumber(ARGV[13]), tonumber(ARGV[14])
 local owner, unleased, seq, tallyUntil = ARGV[15], tonumber(ARGV[16]), ARGV[17], tonumber(ARGV[18])
-local spacing, floor = tonumber(ARGV[19]), tonumber(ARGV[20])
+local spacing, floor, sender = tonumber(ARGV[19]), tonumber(ARGV[20]), ARGV[21]
 local f = load()
 local g = copy(f)
+if sender ~= '' and redis.call('ZREM', ks, sender) == 1 then
+  g.ls = live(ks, at)
+  g.s = inflight(g)
+end
 local held = prober ~= '' and f.p == prober
 if held then g.p, g.pu = '', 0 end
 if ev == 'down' then
@@ -365,7 +370,7 @@ if spacing > 0 or floor > 0 then
   g.nx = math.min(g.nx, atus + 2000 * horizon)
   g.tu = math.max(g.tu, at + hold)
 end
-return finish(f, g, at, ARGV[21], ARGV[22], true, false, 0, touched)
+return finish(f, g, at, ARGV[22], ARGV[23], true, false, 0, touched)
 `)
 
 // takeProbeScript: ARGV horizon, at (µs), holder, until, name, channel. A lease

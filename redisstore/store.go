@@ -239,7 +239,7 @@ func (s *Store) Report(ctx context.Context, key string, r store.Report) (store.F
 	}
 	f, _, _, err := s.run(ctx, "report", reportScript, key, us(r.At), ev, r.Reason, r.DownFor.Milliseconds(),
 		ms(r.NextProbe), ms(r.WaitUntil), r.Prober, burst, every, full, cut, grow, capUntil,
-		r.Owner, unleased, seq, tallyUntil, spacing, floor, key, s.channel())
+		r.Owner, unleased, seq, tallyUntil, spacing, floor, r.Sender, key, s.channel())
 	return f, err
 }
 

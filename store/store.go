@@ -79,6 +79,9 @@ const VersionHold = time.Minute
 //     at least until the lease ends.
 //   - TakeRetry grants l.Holder a retry lease until l.Until, and only then
 //     reports true, if fewer than limit live retry leases are held.
+//   - Report also ends r.Sender's send lease, if it holds one, before it
+//     counts the calls in flight below (announced, as Release's end of a
+//     send lease is).
 //   - Report also applies what a response says of the key's rate limit.
 //     r.Every > 0 paces the key: if it is not paced at r.At (Full not
 //     after r.At), Burst, Every and Full become r's; else Full becomes the
@@ -222,6 +225,12 @@ type Report struct {
 	Cut      bool
 	Grow     time.Duration
 	CapUntil time.Time
+	// Sender, if not empty, is the holder of the send lease this attempt
+	// was sent under, kept until its result was told (a 429's): the
+	// lease ends before the tally and Cut count the calls in flight, so
+	// that the room a refused attempt leaves is not granted again before
+	// its 429 is counted, nor the refused attempt counted in the cut.
+	Sender string
 	// Spacing and Floor, if either is positive, teach the key a rate its
 	// provider enforces below the one it publishes: a 429 came where the
 	// pace (or the published limit) said there was room. Its sends go at

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -49,6 +50,7 @@ type Call struct {
 	// when p was a pointer (192 bytes).
 	wasProbe bool // the latest attempt went as the probe
 	leased   bool // the latest attempt went under a send lease
+	refused  bool // its lease (send) is kept until Report tells its 429
 	counted  bool // the latest attempt is counted in flight (begun, not ended)
 	turn     bool // the latest attempt went at a turn its key's pace or lesson gave it
 }
@@ -98,7 +100,7 @@ func (cc *Call) Leave() {
 				cc.co.let(cc.req.Context(), cc.k, h, now)
 			}
 		}
-		cc.probe, cc.retry, cc.send = "", "", ""
+		cc.probe, cc.retry, cc.send, cc.refused = "", "", "", false
 		cc.k.wakeBudget()
 		cc.k.wakeRoom(1)
 	}
@@ -158,6 +160,14 @@ func (cc *Call) End(ctx context.Context, resp *http.Response) {
 		cc.k.unleasedIn.leave(cc.sending)
 	}
 	cc.counted = false
+	if cc.leased && resp != nil && resp.StatusCode == http.StatusTooManyRequests {
+		// Refused: its room is not given again before its 429 is told,
+		// which ends the lease (Report.Sender) as it counts the calls in
+		// flight: a call woken by the end meanwhile would go into the
+		// limit the 429 just showed, and the cut would not count it.
+		cc.refused = true
+		return
+	}
 	if !cc.leased {
 		if !cc.k.quiet() {
 			// An attempt sent without a lease ended: the store's count of
@@ -169,6 +179,17 @@ func (cc *Call) End(ctx context.Context, resp *http.Response) {
 	}
 	holder := cc.send
 	cc.send = ""
+	cc.co.release(ctx, cc.k, holder)
+}
+
+// unrefuse ends the send lease a refused attempt kept (see End) if no
+// Report ended it.
+func (cc *Call) unrefuse(ctx context.Context) {
+	if !cc.refused {
+		return
+	}
+	holder := cc.send
+	cc.send, cc.refused = "", false
 	cc.co.release(ctx, cc.k, holder)
 }
 
@@ -375,6 +396,7 @@ const (
 // go as its probe now (a *coordination.HeldError). A retry (a.N above 1) counts against
 // the key's retry budget; a first attempt does not.
 func (cc *Call) pass(ctx context.Context, a Admission) error {
+	cc.unrefuse(ctx)
 	cc.wasProbe, cc.turn = false, false
 	budget := 0
 	if a.N > 1 {
@@ -836,32 +858,61 @@ func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 		// that says the limit is spent.)
 		r.Burst, r.Every, r.Full = pc.burst, pc.every, pc.full
 	}
-	mispaced := turn && o.Status == http.StatusTooManyRequests
+	if !spent && (f.Capped(now) || f.Taught(now)) {
+		// Every send of the key is counted by its store already: the
+		// bucket its answers describe paces it before it runs dry (a
+		// store keeps the latest Full, and counts each send granted).
+		if sp, ok := statedPace(header, cc.sentAt, now, k.cost.Load()); ok && sp.due().Sub(cc.sentAt) <= cc.p.MaxServerWait() &&
+			(!f.Paced(now) || sp.full.After(f.Full)) {
+			r.Burst, r.Every, r.Full = sp.burst, sp.every, sp.full
+		}
+	}
+	inFlight := k.unleased() + f.InFlight
+	if cc.refused {
+		inFlight-- // its own lease, kept until now (see End)
+	}
+	// Refused with no published limit spent, with other calls in flight:
+	// they are too many. The store counts them: this process's without a
+	// lease (its tally, sent with the cut), and the fleet's leases and
+	// tallies.
+	cut := o.Status == http.StatusTooManyRequests && !spent && inFlight >= 2
+	// A 429 at the turn a pace or lesson gave the attempt is the pace's
+	// error, unless it cuts the calls in flight: then their number, not
+	// the rate, was wrong.
+	mispaced := turn && o.Status == http.StatusTooManyRequests && !cut
 	if o.Status == http.StatusTooManyRequests {
 		r.Spacing, r.Floor = cc.lesson(o, f, pc, spent, mispaced, now)
 	}
-	if o.Status == http.StatusTooManyRequests && !spent {
-		// Refused with no published limit spent, with other calls in
-		// flight: they are too many. The store counts them: this
-		// process's without a lease (its tally, sent with the cut), and
-		// the fleet's leases and tallies.
-		if k.unleased()+f.InFlight >= 2 {
-			cc.co.tallyInto(k, &r, now)
-			r.Cut, r.CapUntil, r.Grow = true, now.Add(capLifeMul*cc.co.cfg.ProbeInterval), cc.co.growStep()
-		}
+	if cut {
+		cc.co.tallyInto(k, &r, now)
+		r.Cut, r.CapUntil, r.Grow = true, now.Add(capLifeMul*cc.co.cfg.ProbeInterval), cc.co.growStep()
 	}
 	if o.Server.Set && o.Server.D > 0 && o.Server.D <= cc.p.MaxServerWait() && !spent && r.Spacing == 0 {
 		// A pace, not the whole key, holds the calls after a spent limit;
 		// this call's own wait still holds it (notBefore).
 		r.WaitUntil, r.Reason = now.Add(o.Server.D), failureOf(o)
 	}
+	sender, owed := "", false
+	if cc.refused {
+		sender, cc.send, cc.refused = cc.send, "", false
+	}
 	if r.Prober != "" || o.Health == HealthDown || !r.WaitUntil.IsZero() || o.Health == HealthUp && f.Down(now) ||
-		r.Every > 0 || r.Cut || r.Spacing > 0 || r.Floor > 0 {
+		r.Every > 0 || r.Cut || r.Spacing > 0 || r.Floor > 0 || sender != "" {
 		cc.co.use(ctx, k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+			r.Sender, owed = sender, false
+			if sender != "" && (s == cc.co.local && cc.co.local != nil) != strings.HasSuffix(sender, localMark) {
+				r.Sender, owed = "", true // granted by the other store: ended there (let)
+			}
 			f, err := s.Report(ctx, k.name, r)
 			return f, true, err
 		})
 		f = k.facts(now)
+	}
+	if owed {
+		cc.co.let(ctx, k, sender, now)
+	}
+	if sender != "" {
+		k.wakeRoom(1)
 	}
 	paced := f.Paced(now) || f.Taught(now)
 	return Verdict{Held: paced || f.Down(now) || f.Waiting(now) || f.Capped(now), Paced: paced, Mispaced: mispaced,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,5 +179,160 @@ func TestVerdictDownIsOthersEvidence(t *testing.T) {
 		assert.True(t, first.Held, "the key is down now")
 		assert.False(t, first.Down, "but only by this failure")
 		assert.True(t, report().Down, "a second call's failure: the key was already down")
+	})
+}
+
+// limitKey limits k's calls in flight to n, as a 429 told by another
+// process with n in flight would (growing each 30 s, for a minute), none
+// of them in flight now.
+func limitKey(t *testing.T, co *Coordinator, k *keyState, n int) {
+	t.Helper()
+	now := time.Now()
+	until := now.Add(time.Minute)
+	for _, r := range []store.Report{
+		{At: now, Evidence: store.ProviderUp, Owner: "other", Unleased: n, Seq: 1, TallyUntil: until, Cut: true, Grow: 30 * time.Second, CapUntil: until},
+		{At: now, Evidence: store.ProviderUp, Owner: "other", Seq: 2, TallyUntil: until},
+	} {
+		co.use(context.Background(), k, now, func(ctx context.Context, s store.Store) (store.Facts, bool, error) {
+			f, err := s.Report(ctx, k.name, r)
+			return f, true, err
+		})
+	}
+	require.Equal(t, n, k.facts(now).Cap(now))
+}
+
+// reply returns a response of status with headers from kv (name, value, …).
+func reply(code int, kv ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return &http.Response{StatusCode: code, Header: h, Body: http.NoBody}
+}
+
+// A refused attempt's room under its key's limit on calls in flight is not
+// given again before its 429 is told: a call held for room stays held
+// when the refused attempt ends, the 429 cuts the limit to the others in
+// flight (not counting the refused one), and only an answer's end makes
+// room. (Before, the end woke the held call into the limit the 429 had
+// just met, and the cut counted it.)
+func TestRefusedSendKeepsItsRoomUntilTold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		co, stop := New(coordination.Config{}, testCore())
+		defer stop()
+		ctx := context.Background()
+		join := func() *Call { return co.join(mustRequest(t, ctx), testPolicy{}, 0) }
+		calls := []*Call{join(), join(), join()}
+		k := calls[0].k
+		limitKey(t, co, k, 3)
+		for _, cc := range calls {
+			_, err := cc.Admit(ctx, Admission{N: 1})
+			require.NoError(t, err)
+			require.NotEmpty(t, cc.send, "sent under a send lease")
+			cc.Begin()
+		}
+		fourth := join()
+		var admitted atomic.Bool
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_, err := fourth.Admit(ctx, Admission{N: 1})
+			admitted.Store(err == nil)
+		})
+		synctest.Wait()
+		require.False(t, admitted.Load(), "held: 3 in flight under a limit of 3")
+
+		refusal := reply(http.StatusTooManyRequests, "Retry-After", "1")
+		calls[0].End(ctx, refusal)
+		synctest.Wait()
+		assert.False(t, admitted.Load(), "the refused attempt's room is not given before its 429 is told")
+		v := calls[0].Report(ctx, Outcome{Health: HealthUp, Resp: refusal, Status: http.StatusTooManyRequests, Server: Pause{D: time.Second, Set: true}})
+		now := time.Now()
+		f := k.facts(now)
+		assert.Equal(t, 2, f.MaxInFlight, "cut to the 2 others in flight")
+		assert.Equal(t, 2, f.InFlight, "the refused attempt's lease ended with its report")
+		assert.False(t, v.Mispaced, "a cut: the number in flight was wrong, not a pace")
+		synctest.Wait()
+		assert.False(t, admitted.Load(), "the cut leaves no room")
+
+		answer := reply(http.StatusOK)
+		calls[1].End(ctx, answer)
+		calls[1].Report(ctx, Outcome{Health: HealthUp, Resp: answer, Status: http.StatusOK})
+		wg.Wait()
+		assert.True(t, admitted.Load(), "an answer's end makes room")
+		fourth.Begin()
+		for _, cc := range []*Call{fourth, calls[2]} {
+			cc.End(ctx, answer)
+			cc.Report(ctx, Outcome{Health: HealthUp, Resp: answer, Status: http.StatusOK})
+		}
+		for _, cc := range append(calls, fourth) {
+			cc.Leave()
+		}
+		assert.Zero(t, k.facts(time.Now()).InFlight, "every lease ended")
+	})
+}
+
+// A key whose calls in flight are limited takes the pace of the bucket
+// its answers publish while requests are left: 4 of 60 left, full again
+// in 56 s, the fifth send after it goes a second later, before any answer
+// says the bucket is spent. A 429 then sent at the turn that pace gave,
+// whose headers say requests are left, cuts the calls in flight and
+// teaches no rate. A quiet key's answer with 4 left is no news: no fact,
+// no store call.
+func TestLimitedKeyTakesTheStatedPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		co, stop := New(coordination.Config{}, testCore())
+		defer stop()
+		ctx := context.Background()
+		stated := func(left int) *http.Response {
+			return reply(http.StatusOK, "X-Ratelimit-Limit-Requests", "60",
+				"X-Ratelimit-Remaining-Requests", strconv.Itoa(left), "X-Ratelimit-Reset-Requests", strconv.Itoa(60-left)+"s")
+		}
+
+		quiet := co.join(mustRequest(t, ctx), testPolicy{}, 0)
+		_, err := quiet.Admit(ctx, Admission{N: 1})
+		require.NoError(t, err)
+		quiet.Begin()
+		quiet.End(ctx, stated(4))
+		assert.Equal(t, Verdict{}, quiet.Report(ctx, Outcome{Health: HealthUp, Resp: stated(4), Status: http.StatusOK}))
+		assert.True(t, quiet.k.quiet(), "a quiet key's answer with requests left")
+		quiet.Leave()
+
+		k := co.join(mustRequest(t, ctx), testPolicy{}, 0).k
+		limitKey(t, co, k, 5)
+		send := func() *Call {
+			cc := co.join(mustRequest(t, ctx), testPolicy{}, 0)
+			_, err := cc.Admit(ctx, Admission{N: 1})
+			require.NoError(t, err)
+			cc.Begin()
+			return cc
+		}
+		first := send()
+		start := time.Now()
+		first.End(ctx, stated(4))
+		v := first.Report(ctx, Outcome{Health: HealthUp, Resp: stated(4), Status: http.StatusOK})
+		first.Leave()
+		assert.True(t, v.Paced)
+		f := k.facts(start)
+		assert.Equal(t, []any{60, time.Second, start.Add(56 * time.Second)}, []any{f.Burst, f.Every, f.Full}, "the stated bucket")
+
+		var calls []*Call
+		for range 4 {
+			calls = append(calls, send())
+		}
+		assert.Equal(t, start, time.Now(), "4 left: 4 sends at once")
+		calls = append(calls, send())
+		assert.Equal(t, start.Add(time.Second), time.Now(), "the fifth when the bucket has a request again")
+
+		refusal := reply(http.StatusTooManyRequests, "Retry-After", "1", "X-Ratelimit-Limit-Requests", "60",
+			"X-Ratelimit-Remaining-Requests", "3", "X-Ratelimit-Reset-Requests", "57s")
+		calls[0].End(ctx, refusal)
+		v = calls[0].Report(ctx, Outcome{Health: HealthUp, Resp: refusal, Status: http.StatusTooManyRequests, Server: Pause{D: time.Second, Set: true}})
+		f = k.facts(time.Now())
+		assert.False(t, v.Mispaced, "sent at its turn, but a cut")
+		assert.Equal(t, 4, f.MaxInFlight, "cut to the 4 others in flight")
+		assert.Zero(t, f.Spacing, "no rate taught")
+		for _, cc := range calls {
+			cc.Leave()
+		}
 	})
 }

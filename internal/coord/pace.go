@@ -30,6 +30,23 @@ type pace struct {
 // says. Of several spent dimensions, the slowest paces. Values it cannot
 // read, negative ones (Azure's -1) and absent ones say nothing.
 func spentPace(h http.Header, sent, arrived time.Time, cost int64) (pace, bool) {
+	return readPace(h, sent, arrived, cost, false)
+}
+
+// statedPace is spentPace for a dimension with requests left, too: the
+// pace of the bucket h's published limits describe as the provider
+// admitted the attempt, of those that are not full, the one whose next
+// request is due last (of several, it binds first). Taken on a key
+// whose sends already go through its store (one with a limit on calls in
+// flight, or taught), it anticipates a bucket running dry before any of
+// its answers says it is spent: those answers come a generation after
+// the sends that spent it.
+func statedPace(h http.Header, sent, arrived time.Time, cost int64) (pace, bool) {
+	return readPace(h, sent, arrived, cost, true)
+}
+
+// readPace is spentPace, and with left statedPace.
+func readPace(h http.Header, sent, arrived time.Time, cost int64, left bool) (pace, bool) {
 	var best pace
 	found := false
 	for i := range wire.RateLimits {
@@ -46,11 +63,11 @@ func spentPace(h http.Header, sent, arrived time.Time, cost int64) (pace, bool) 
 			unit = cost
 		}
 		remaining, ok := wire.Count(vs[0])
-		if !ok || remaining >= unit {
+		if !ok || remaining >= unit && !left {
 			continue
 		}
 		limit, ok := wire.Count(first(h, d.Limit))
-		if !ok || limit < unit {
+		if !ok || limit < unit || remaining >= limit {
 			continue
 		}
 		full, res, ok := wire.ResetAt(first(h, d.Reset), d.Instant, sent)
@@ -68,11 +85,17 @@ func spentPace(h http.Header, sent, arrived time.Time, cost int64) (pace, bool) 
 			continue
 		}
 		p := pace{burst: int(min(limit/unit, maxBurst)), every: every, full: full}
-		if !found || p.every > best.every {
+		if !found || !left && p.every > best.every || left && p.due().After(best.due()) {
 			best, found = p, true
 		}
 	}
 	return best, found
+}
+
+// due returns when p's bucket has a request for the next send: the slot
+// a store gives it (Full less Burst−1 intervals).
+func (p pace) due() time.Time {
+	return p.full.Add(-time.Duration(p.burst-1) * p.every)
 }
 
 // refill returns the time one request of unit units takes to come back

@@ -200,12 +200,55 @@ func FuzzSpentPace(f *testing.F) {
 			"X-Ratelimit-Remaining":                  {aRemaining},
 			"X-Ratelimit-Reset":                      {aReset},
 		}
-		p, ok := spentPace(h, sent, sent.Add(2*time.Second), cost)
-		if !ok {
-			return
-		}
-		if p.every <= 0 || p.burst < 1 || p.burst > maxBurst || !p.full.After(sent) {
-			t.Fatalf("an unusable pace: %+v", p)
+		for _, read := range []func(http.Header, time.Time, time.Time, int64) (pace, bool){spentPace, statedPace} {
+			p, ok := read(h, sent, sent.Add(2*time.Second), cost)
+			if !ok {
+				continue
+			}
+			if p.every <= 0 || p.burst < 1 || p.burst > maxBurst || !p.full.After(sent) {
+				t.Fatalf("an unusable pace: %+v", p)
+			}
 		}
 	})
+}
+
+// statedPace reads a published bucket with requests left as spentPace
+// reads a spent one: Anthropic's 60 a minute with 4 left, sent at 34 s of
+// the bucket's cycle and full again at 90 s, is a bucket of 60, one back
+// a second, whose next request is due at once (and after 4 more sends,
+// 1 s later). A full bucket says nothing; of two dimensions, the one due
+// last paces.
+func TestStatedPace(t *testing.T) {
+	sent := time.Date(2026, 12, 1, 12, 0, 34, 0, time.UTC)
+	h := http.Header{
+		"Anthropic-Ratelimit-Requests-Limit":     {"60"},
+		"Anthropic-Ratelimit-Requests-Remaining": {"4"},
+		"Anthropic-Ratelimit-Requests-Reset":     {sent.Add(56 * time.Second).Format(time.RFC3339)},
+	}
+	_, spent := spentPace(h, sent, sent.Add(2*time.Second), 0)
+	assert.False(t, spent, "4 requests left: not spent")
+	p, ok := statedPace(h, sent, sent.Add(2*time.Second), 0)
+	assert.True(t, ok)
+	assert.Equal(t, pace{burst: 60, every: time.Second, full: sent.Add(56 * time.Second)}, p)
+	assert.Equal(t, sent.Add(-3*time.Second), p.due(), "4 left: due 3 s before it was sent")
+
+	full := http.Header{
+		"X-Ratelimit-Limit-Requests":     {"60"},
+		"X-Ratelimit-Remaining-Requests": {"60"},
+		"X-Ratelimit-Reset-Requests":     {"0s"},
+	}
+	_, ok = statedPace(full, sent, sent, 0)
+	assert.False(t, ok, "a full bucket")
+
+	two := http.Header{
+		"X-Ratelimit-Limit-Requests":     {"10000"},
+		"X-Ratelimit-Remaining-Requests": {"9999"},
+		"X-Ratelimit-Reset-Requests":     {"6ms"},
+		"X-Ratelimit-Limit-Tokens":       {"20000"},
+		"X-Ratelimit-Remaining-Tokens":   {"1500"},
+		"X-Ratelimit-Reset-Tokens":       {"55.5s"},
+	}
+	p, ok = statedPace(two, sent, sent, 1000)
+	assert.True(t, ok)
+	assert.Equal(t, pace{burst: 20, every: 3 * time.Second, full: sent.Add(55500 * time.Millisecond)}, p, "the token limit, due last")
 }

@@ -57,6 +57,7 @@ func (cc *Call) AdmitAny(ctx context.Context, a Admission, others []Gatekeeper) 
 	for i := range lanes {
 		l := &lanes[i]
 		c := l.cc
+		c.unrefuse(ctx)
 		c.wasProbe = false
 		if a.N > 1 {
 			c.notBefore = a.NotBefore

@@ -132,6 +132,10 @@ func (s *Store) Report(_ context.Context, key string, r store.Report) (store.Fac
 			f.Full, f.Every, f.Burst = later(f.Full, r.Full), max(f.Every, r.Every), min(f.Burst, r.Burst)
 		}
 	}
+	if _, ok := e.sends[r.Sender]; ok && r.Sender != "" {
+		delete(e.sends, r.Sender)
+		f.InFlight = e.inFlight()
+	}
 	rose := false
 	if old, ok := e.tallies[r.Owner]; r.Owner != "" && (!ok || r.Seq > old.seq) {
 		rose = r.Unleased > old.n

@@ -69,6 +69,7 @@ func Run(t *testing.T, stores func(t *testing.T) []store.Store) {
 		{"TakeSend gives a paced key's sends their slots", testTakeSendSlots},
 		{"send leases count against the limit and end with Release", testSendLeases},
 		{"send leases lapse at Until", testSendLeaseLapses},
+		{"a refused send's lease ends in its Report, before the cut counts", testSenderEnds},
 		{"the end of a send lease is announced", testSendReleaseAnnounced},
 		{"a key neither paced nor limited sends at once", testTakeSendQuiet},
 		{"a paced and limited key", testPacedAndLimited},
@@ -769,6 +770,36 @@ func testSendLeases(t *testing.T, stores []store.Store) {
 	// Send and retry leases are counted apart.
 	if f, ok, err := stores[0].TakeRetry(ctx, key, store.Lease{Holder: "r", At: now, Until: until}, 1); err != nil || !ok || f.Retries != 1 || f.InFlight != 3 {
 		t.Errorf("a retry lease beside 3 send leases: granted %v, %d retries, %d in flight, %v", ok, f.Retries, f.InFlight, err)
+	}
+}
+
+func testSenderEnds(t *testing.T, stores []store.Store) {
+	now, key := clock(t, stores[0])
+	until := now.Add(time.Minute)
+	limitTo(t, stores[0], key, now, 3, 0, until)
+	for i := range 3 {
+		if _, _, ok := send(t, stores[i%len(stores)], key, fmt.Sprint("s", i), now, until, 3); !ok {
+			t.Fatalf("send lease %d of 3 was not granted", i+1)
+		}
+	}
+	// s2's attempt was refused: its 429 cuts the limit to the 2 others in
+	// flight, its own lease ended as it counts them.
+	at := now.Add(time.Second)
+	f, err := stores[len(stores)-1].Report(ctx, key, store.Report{At: at, Evidence: store.ProviderUp, Reason: "429 Too Many Requests",
+		Sender: "s2", Cut: true, CapUntil: until})
+	must(t, err)
+	if f.InFlight != 2 || f.MaxInFlight != 2 {
+		t.Errorf("a cut with the refused send's lease: %d in flight, limit %d; want 2, 2", f.InFlight, f.MaxInFlight)
+	}
+	if _, _, ok := send(t, stores[0], key, "s3", at, until, f.Cap(at)); ok {
+		t.Error("a send granted under the cut's limit with 2 in flight")
+	}
+	// A sender that holds no lease (ended, or another store's) changes
+	// nothing.
+	f, err = stores[0].Report(ctx, key, store.Report{At: at, Evidence: store.ProviderUp, Sender: "s2"})
+	must(t, err)
+	if f.InFlight != 2 {
+		t.Errorf("a sender without a lease: %d in flight, want 2", f.InFlight)
 	}
 }
 
