@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -73,6 +74,36 @@ func (c cutting) RoundTrip(req *http.Request) (*http.Response, error) {
 	}{io.MultiReader(resp.Body, iotest.ErrReader(io.ErrUnexpectedEOF)), resp.Body}
 	return resp, nil
 }
+
+// cutServer serves as its Provider does over a real connection, and
+// aborts the connection after the events of a reply marked with
+// cutHeader: the client reads the chunked body's bytes, then
+// io.ErrUnexpectedEOF.
+type cutServer struct{ *testkit.Provider }
+
+func (s cutServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cw := &cutWriter{ResponseWriter: w}
+	s.Provider.ServeHTTP(cw, r)
+	if cw.cut {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// cutWriter notes (and strips) cutHeader as the headers are written.
+type cutWriter struct {
+	http.ResponseWriter
+	cut bool
+}
+
+func (w *cutWriter) WriteHeader(code int) {
+	if w.Header().Get(cutHeader) != "" {
+		w.cut = true
+		w.Header().Del(cutHeader)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *cutWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
 // lastTurn returns the role and text of the last turn of a request body:
 // its messages' (Gemini: contents') last element, whose content is a
@@ -486,4 +517,49 @@ func TestContinueRefusedPrefill(t *testing.T) {
 		assert.True(t, strings.HasPrefix(streamText, text))
 		assert.Equal(t, 1, prefills, "still one prefill")
 	})
+}
+
+// Over loopback connections, a stream whose connection is aborted after
+// content (a chunked body without its end) is continued as in memory:
+// openai-go's accumulator and anthropic-sdk-go's Message.Accumulate read
+// the whole answer with the first message's id, from one prefill.
+func TestContinueOverLoopback(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		first testkit.Reply
+		rest  testkit.Reply
+		read  func(t *testing.T, base string, rt http.RoundTripper) (id, text string)
+	}{
+		{"openai-go", cut(testkit.OpenAIChatStream(streamParts...), 1+3), withID(testkit.OpenAIChatStream(" can I", " help?"), openAIChatID, secondID),
+			func(t *testing.T, base string, rt http.RoundTripper) (string, string) {
+				acc, err := openAIAccumulated(openAIClient(base+"/v1/", rt, oaoption.WithMaxRetries(0)))
+				require.NoError(t, err)
+				require.Len(t, acc.Choices, 1)
+				return acc.ID, acc.Choices[0].Message.Content
+			}},
+		{"anthropic-sdk-go, cut after whitespace", cut(testkit.AnthropicStream("Hello!", " How ", "can I", " help?"), 3+2), withID(testkit.AnthropicStream(" can I", " help?"), anthropicMsgID, secondID),
+			func(t *testing.T, base string, rt http.RoundTripper) (string, string) {
+				msg, err := anthropicAccumulated(t, anthropicClient(base+"/", rt, antoption.WithMaxRetries(0)))
+				require.NoError(t, err)
+				require.Len(t, msg.Content, 1)
+				return msg.ID, msg.Content[0].Text
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			prov := testkit.NewProvider(tt.first, tt.rest)
+			srv := httptest.NewServer(cutServer{prov})
+			defer srv.Close()
+			var rec recorder
+			rt := retrying(t, srv.Client().Transport, llmretry.Policy{RetryStreams: true, ContinueStreams: true, OnAttempt: rec.on})
+			id, text := tt.read(t, srv.URL, rt)
+			assert.Equal(t, streamText, text)
+			assert.NotEqual(t, secondID, id, "the first message's id")
+			assert.Equal(t, 2, prov.Attempts())
+			role, prefill := lastTurn(prov.Bodies()[1])
+			assert.Equal(t, "assistant", role)
+			assert.Equal(t, "Hello! How", prefill)
+			require.Len(t, rec.attempts, 2)
+			assert.Equal(t, "prefill", rec.attempts[1].Continued)
+		})
+	}
 }
