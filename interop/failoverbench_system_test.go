@@ -72,7 +72,7 @@ const fbStayOnPrimary = time.Second
 // fbWithFallback returns the host's policy with one fallback route: the
 // same API on the fallback host, its own key, and model as the model.
 func fbWithFallback(model string) (llmretry.Policy, error) {
-	to, err := llmretry.RouteTo(fbPrimaryBase, fbFallbackBase, http.Header{"Authorization": {"Bearer " + fbFallbackKey}})
+	to, err := fbToFallback()
 	if err != nil {
 		return llmretry.Policy{}, err
 	}
@@ -81,6 +81,11 @@ func fbWithFallback(model string) (llmretry.Policy, error) {
 	p.Fallback = []llmretry.Route{fbModelRoute(to, model)}
 	p.FallbackAfter = fbStayOnPrimary
 	return p, nil
+}
+
+// fbToFallback is the route to the fallback's host with its own key.
+func fbToFallback() (llmretry.Route, error) {
+	return llmretry.RouteTo(fbPrimaryBase, fbFallbackBase, http.Header{"Authorization": {"Bearer " + fbFallbackKey}})
 }
 
 // fbLongModel is the long-context route's model: the wall's model that
@@ -95,7 +100,7 @@ const fbLongModel = fbDefaultFallback
 // larger window on the fallback's host and key.
 func fbReadme(long bool) func(model string) (llmretry.Policy, error) {
 	return func(model string) (llmretry.Policy, error) {
-		to, err := llmretry.RouteTo(fbPrimaryBase, fbFallbackBase, http.Header{"Authorization": {"Bearer " + fbFallbackKey}})
+		to, err := fbToFallback()
 		if err != nil {
 			return llmretry.Policy{}, err
 		}
@@ -106,6 +111,42 @@ func fbReadme(long bool) func(model string) (llmretry.Policy, error) {
 		}
 		return p, nil
 	}
+}
+
+// fbStallLimit is the stream-idle timeout of the rows that continue a
+// cut stream: the reference client's stall limit (its stall_limit_s). A
+// stall is now continued rather than ended, and the wall stalls a
+// continuation too (20 words into it, as wall.py counts a continuation's
+// words): with the baseline's 30 s, S09's two stalls alone pass its 45-s
+// bound (see "What each choice changes").
+const fbStallLimit = 10 * time.Second
+
+// fbContinued returns policy with ContinueStreams (issue 29): a stream
+// cut after content reached the caller is continued, spliced into the
+// body the caller reads, with fbStallLimit as its stream-idle timeout.
+func fbContinued(policy func(string) (llmretry.Policy, error)) func(string) (llmretry.Policy, error) {
+	return func(model string) (llmretry.Policy, error) {
+		p, err := policy(model)
+		p.ContinueStreams = true
+		p.StreamIdleTimeout = fbStallLimit
+		return p, err
+	}
+}
+
+// fbWithLongContext returns the host's policy with one fallback route and
+// a long-context route (issue 30) to the larger window on the fallback's
+// host and key.
+func fbWithLongContext(model string) (llmretry.Policy, error) {
+	p, err := fbWithFallback(model)
+	if err != nil {
+		return p, err
+	}
+	to, err := fbToFallback()
+	if err != nil {
+		return llmretry.Policy{}, err
+	}
+	p.LongContext = []llmretry.Route{fbModelRoute(to, fbLongModel)}
+	return p, nil
 }
 
 // fbModelRoute returns route with the JSON body's "model" set to model: a
@@ -169,13 +210,27 @@ func (r fbRow) jittered() bool {
 
 // fbRows are our rows: llmretry configured as a host, with one fallback
 // and without; the README's fallback set-up with a long-context route, and
-// without.
+// without; and the host's rows that continue a cut stream (issue 29): no
+// route, one fallback, one fallback and a long-context route.
 var fbRows = []fbRow{
 	{name: "llmretry + 1 fallback", hasFallback: true, policy: fbWithFallback},
-	{name: "llmretry, no fallback", policy: func(string) (llmretry.Policy, error) { return fbHost(), nil }},
+	{name: "llmretry, no fallback", policy: fbHostAlone},
 	{name: "llmretry, README set-up + long context", hasFallback: true, policy: fbReadme(true)},
 	{name: "llmretry, README set-up", hasFallback: true, policy: fbReadme(false)},
+	{name: fbContinuedAlone, policy: fbContinued(fbHostAlone)},
+	{name: fbContinuedFallback, hasFallback: true, policy: fbContinued(fbWithFallback)},
+	{name: fbContinuedLong, hasFallback: true, policy: fbContinued(fbWithLongContext)},
 }
+
+// The rows that continue a cut stream, by name.
+const (
+	fbContinuedAlone    = "llmretry + ContinueStreams, no fallback"
+	fbContinuedFallback = "llmretry + ContinueStreams + 1 fallback"
+	fbContinuedLong     = "llmretry + ContinueStreams + 1 fallback + long context"
+)
+
+// fbHostAlone is the host's policy without a fallback.
+func fbHostAlone(string) (llmretry.Policy, error) { return fbHost(), nil }
 
 // fbClient is openai-go as the host uses it: the primary's base URL and
 // key, rt as its HTTP transport, and no retries of its own (llmretry

@@ -78,6 +78,20 @@ func TestFailoverBench(t *testing.T) {
 			"pass", "pass", "pass", "pass", "pass", "safe", "partial", "safe",
 			"safe", "safe", "pass", "safe", "pass", "safe", "pass", "pass",
 		},
+		// Issue 29: the cut streams of S08, S09, S10 and S14 continued
+		// (prefilled on the primary, which continues an assistant turn).
+		fbContinuedAlone: {
+			"pass", "safe", "pass", "safe", "pass", "safe", "pass", "pass",
+			"pass", "pass", "pass", "safe", "pass", "pass", "safe", "safe",
+		},
+		fbContinuedFallback: {
+			"pass", "pass", "pass", "pass", "pass", "pass", "pass", "pass",
+			"pass", "pass", "pass", "safe", "pass", "pass", "pass", "pass",
+		},
+		fbContinuedLong: {
+			"pass", "pass", "pass", "pass", "pass", "pass", "pass", "pass",
+			"pass", "pass", "pass", "pass", "pass", "pass", "pass", "pass",
+		},
 	}
 	for i, row := range fbRows {
 		t.Run(row.name, func(t *testing.T) {
@@ -125,6 +139,45 @@ func TestFailoverBench(t *testing.T) {
 						assert.Zero(t, r.m.res.elapsed, "%s S12: at once", row.name)
 					}
 				}
+			}
+		}
+	})
+
+	// Issue 29's Done-when: with ContinueStreams and no route S08, S09
+	// and S10 pass; with one fallback route S14 passes and nothing fails;
+	// with the long-context route too, at least 15 of 16 pass. Each cut
+	// is continued on the primary, no prefill is ever refused, and the
+	// caller reads one whole answer with the first chunk's id kept.
+	t.Run("issue 29: continued streams", func(t *testing.T) {
+		byName := map[string][]fbCell{}
+		for i, row := range fbRows {
+			byName[row.name] = rows[i]
+		}
+		verdict := func(row, id string) string {
+			for _, c := range byName[row] {
+				if c.sc.id == id {
+					return c.verdict.String()
+				}
+			}
+			return "no cell"
+		}
+		for _, id := range []string{"S08", "S09", "S10"} {
+			assert.Equal(t, "pass", verdict(fbContinuedAlone, id), "%s: %s", fbContinuedAlone, id)
+		}
+		assert.Equal(t, "pass", verdict(fbContinuedFallback, "S14"))
+		assert.Zero(t, fbTotals(byName[fbContinuedFallback])[fbFail], "%s: nothing fails", fbContinuedFallback)
+		assert.GreaterOrEqual(t, fbTotals(byName[fbContinuedLong])[fbPass], 15, "%s: at least 15 of 16 pass", fbContinuedLong)
+		for _, name := range []string{fbContinuedAlone, fbContinuedFallback, fbContinuedLong} {
+			for _, c := range byName[name] {
+				assert.Zero(t, c.m.prefillRejections, "%s %s: no prefill refused", name, c.sc.id)
+				if c.sc.id != "S08" && c.sc.id != "S14" {
+					continue
+				}
+				require.Len(t, c.m.primary, 2, "%s %s: the cut, then its continuation on the primary", name, c.sc.id)
+				assert.Equal(t, "user", c.m.primary[0].lastRole, "%s %s", name, c.sc.id)
+				assert.Equal(t, "assistant", c.m.primary[1].lastRole, "%s %s: the continuation is a prefill", name, c.sc.id)
+				assert.Equal(t, fbCanonical, c.m.res.content, "%s %s: every word once", name, c.sc.id)
+				assert.Empty(t, c.m.fallback, "%s %s", name, c.sc.id)
 			}
 		}
 	})
@@ -344,6 +397,8 @@ var fbChoices = []fbChoice{
 		row: 1, scenario: "S07", change: func(p *llmretry.Policy) { p.FirstEventTimeout = fbTTFTLimit }, want: fbSafe},
 	{choice: "S06's deadline is the budget it states, 100 s", without: "the 130-s hang cut-off as the deadline",
 		row: 1, scenario: "S06", cutAsDeadline: true, want: fbFail},
+	{choice: "a 10-s stall limit with ContinueStreams", without: "StreamIdleTimeout 30 s: the stall, and the continuation's own stall, are each found 30 s late",
+		row: 4, scenario: "S09", change: func(p *llmretry.Policy) { p.StreamIdleTimeout = 30 * time.Second }, want: fbFail},
 }
 
 // index returns the choice's scenario's index in the catalogue.
