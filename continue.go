@@ -225,7 +225,7 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 		// (Before its second choice came: a regeneration would be sent.)
 		return nil, 0, nil, k.cut(cause, "the request asks for several choices")
 	}
-	strategy := k.strategy(st, strings.ToLower(k.first.URL.Host), orig)
+	strategy := k.strategy(st, strings.ToLower(k.at.URL.Host), orig) // the host of the route it was cut on
 	for {
 		req, heldBack, err := k.request(st, strategy)
 		if err != nil && strategy != wire.Regenerate && errors.Is(err, wire.ErrNoPrefill) {

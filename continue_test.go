@@ -454,6 +454,36 @@ func TestContinueStreamsByRegeneration(t *testing.T) {
 	})
 }
 
+// A stream committed on a fallback route is continued as that route's
+// host allows, not the primary's: cut on api.openai.com (which starts a
+// prefill over), it is regenerated, though the primary's host would take
+// a prefill.
+func TestContinueStreamsOnTheRouteItWasCutOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := `{"model":"gpt-4o","messages":[{"role":"user","content":"Say hello"}],"stream":true}`
+		route, err := RouteTo("https://llm.example.test/v1", "https://api.openai.com/v1", http.Header{"Authorization": {"Bearer fallback"}})
+		require.NoError(t, err)
+		base := &streams{replies: []func(*http.Request) *http.Response{
+			status(503, `{"error":{"message":"down"}}`),
+			status(503, `{"error":{"message":"down"}}`),
+			stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET),
+			stream(chatStream("c2", true, "Hel", "lo world!"), nil),
+		}}
+		var rec recorder
+		rt := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true, Waits: []time.Duration{time.Second, time.Second, time.Second}, Fallback: []Route{route}, OnAttempt: rec.on})
+		resp, err := rt.RoundTrip(testkit.StainlessPost(t, "https://llm.example.test/v1/chat/completions", body))
+		require.NoError(t, err)
+		got, err := readAll(resp)
+		require.NoError(t, err)
+		text, _, _, _ := chatText(t, got)
+		assert.Equal(t, "Hello world!", text)
+		assert.Equal(t, []string{body, body, body, body}, base.sent(), "regenerated: the request again, as it was")
+		require.Equal(t, 4, rec.count())
+		assert.Equal(t, 1, rec.attempts[3].Route, "on the route it was cut on")
+		assert.Equal(t, "regenerate", rec.attempts[3].Continued)
+	})
+}
+
 // A route that refuses prefill is remembered as refusing, for its host and
 // model: the cut is regenerated instead, and no prefill is sent it again.
 func TestContinueStreamsRefusedPrefill(t *testing.T) {
