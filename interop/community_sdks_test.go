@@ -3,7 +3,6 @@ package interop
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,25 +24,6 @@ func goOpenAIChat() goopenai.ChatCompletionRequest {
 	return goopenai.ChatCompletionRequest{
 		Model:    openAIModel,
 		Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: "Say hello."}},
-	}
-}
-
-// goOpenAIStreamText reads a go-openai stream to its end and returns the
-// text of its deltas and the first error other than io.EOF.
-func goOpenAIStreamText(stream *goopenai.ChatCompletionStream) (string, error) {
-	defer stream.Close()
-	var text strings.Builder
-	for {
-		chunk, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return text.String(), nil
-		}
-		if err != nil {
-			return text.String(), err
-		}
-		for _, c := range chunk.Choices {
-			text.WriteString(c.Delta.Content)
-		}
 	}
 }
 
@@ -79,12 +59,11 @@ func TestGoOpenAIRidesOutOutage(t *testing.T) {
 // CreateChatCompletionStream sends Accept: text/event-stream, so llmretry
 // knows the request for a stream whatever the body.
 func TestGoOpenAIStream(t *testing.T) {
-	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
 	overloaded := testkit.OpenAIOverloaded()
 
 	t.Run("succeeds", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(testkit.OpenAIChatStream(parts...))
+			prov := testkit.NewProvider(testkit.OpenAIChatStream(streamParts...))
 			stream, err := goOpenAIClient(fakeOpenAIURL, retrying(t, prov, llmretry.Policy{})).CreateChatCompletionStream(context.Background(), goOpenAIChat())
 			require.NoError(t, err)
 			text, err := goOpenAIStreamText(stream)
@@ -97,7 +76,7 @@ func TestGoOpenAIStream(t *testing.T) {
 
 	t.Run("503 first is sent once by default", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(overloaded, testkit.OpenAIChatStream(parts...))
+			prov := testkit.NewProvider(overloaded, testkit.OpenAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
 			_, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletionStream(context.Background(), goOpenAIChat())
 			var apiErr *goopenai.APIError
@@ -110,7 +89,7 @@ func TestGoOpenAIStream(t *testing.T) {
 
 	t.Run("503 first is retried with RetryStreams", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(overloaded, testkit.OpenAIChatStream(parts...))
+			prov := testkit.NewProvider(overloaded, testkit.OpenAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
 			stream, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletionStream(context.Background(), goOpenAIChat())
 			require.NoError(t, err)
@@ -251,13 +230,12 @@ type lcClient struct {
 
 // lcClients are langchaingo's OpenAI and Anthropic LLMs.
 func lcClients() []lcClient {
-	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
 	return []lcClient{
 		{
 			name:       "openai",
 			llm:        func(t *testing.T, rt *llmretry.Transport) lcGenerate { return langchainOpenAI(t, fakeOpenAIURL, rt) },
 			answer:     testkit.OpenAIChatCompletion("Hello! How can I help?"),
-			stream:     testkit.OpenAIChatStream(parts...),
+			stream:     testkit.OpenAIChatStream(streamParts...),
 			overloaded: testkit.OpenAIOverloaded(),
 		},
 		{
@@ -266,7 +244,7 @@ func lcClients() []lcClient {
 				return langchainAnthropic(t, fakeAnthropicV1, rt)
 			},
 			answer:     testkit.AnthropicMessage("Hello! How can I help?"),
-			stream:     testkit.AnthropicStream(parts...),
+			stream:     testkit.AnthropicStream(streamParts...),
 			overloaded: testkit.AnthropicOverloaded(),
 		},
 	}

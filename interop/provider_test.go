@@ -23,6 +23,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -40,6 +42,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	goopenai "github.com/sashabaranov/go-openai"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	lcanthropic "github.com/tmc/langchaingo/llms/anthropic"
 	lcopenai "github.com/tmc/langchaingo/llms/openai"
@@ -283,6 +286,80 @@ func anthropicParams() anthropic.MessageNewParams {
 
 // geminiPrompt is a small generateContent prompt.
 func geminiPrompt() []*genai.Content { return genai.Text("Say hello.") }
+
+// --- Streams ---
+
+// streamParts is the answer every good stream here carries.
+var streamParts = []string{"Hel", "lo", "! How", " can I", " help?"}
+
+const streamText = "Hello! How can I help?"
+
+// openAIStreamText reads a chat completion stream to its end and returns
+// its text and the stream's error.
+func openAIStreamText(client openai.Client) (string, error) {
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openAIParams())
+	defer stream.Close()
+	var text strings.Builder
+	for stream.Next() {
+		for _, c := range stream.Current().Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	return text.String(), stream.Err()
+}
+
+// anthropicStreamText reads a Messages stream to its end and returns the
+// text of its deltas and the stream's error.
+func anthropicStreamText(t *testing.T, client anthropic.Client) (string, error) {
+	t.Helper()
+	stream := client.Messages.NewStreaming(context.Background(), anthropicParams())
+	defer stream.Close()
+	var text strings.Builder
+	var msg anthropic.Message
+	for stream.Next() {
+		ev := stream.Current()
+		require.NoError(t, msg.Accumulate(ev))
+		if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+			text.WriteString(ev.Delta.Text)
+		}
+	}
+	if stream.Err() == nil {
+		assert.Equal(t, anthropic.StopReasonEndTurn, msg.StopReason, "the stream ran to message_stop")
+	}
+	return text.String(), stream.Err()
+}
+
+// goOpenAIStreamText reads a go-openai stream to its end and returns the
+// text of its deltas and the first error other than io.EOF.
+func goOpenAIStreamText(stream *goopenai.ChatCompletionStream) (string, error) {
+	defer stream.Close()
+	var text strings.Builder
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return text.String(), nil
+		}
+		if err != nil {
+			return text.String(), err
+		}
+		for _, c := range chunk.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+}
+
+// geminiStreamText reads a GenerateContentStream to its end and returns
+// its text and the first error.
+func geminiStreamText(client *genai.Client) (string, error) {
+	var text strings.Builder
+	for chunk, err := range client.Models.GenerateContentStream(context.Background(), geminiModel, geminiPrompt(), nil) {
+		if err != nil {
+			return text.String(), err
+		}
+		text.WriteString(chunk.Text())
+	}
+	return text.String(), nil
+}
 
 // --- The record ---
 

@@ -3,19 +3,24 @@ package interop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
+	goopenai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genai"
@@ -59,27 +64,12 @@ func TestOpenAIRidesOutOutage(t *testing.T) {
 // Chat.Completions.NewStreaming: openai-go marks a stream only with
 // "stream": true in the body (Accept stays application/json).
 func TestOpenAIStream(t *testing.T) {
-	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
-
-	// collect reads the whole stream and returns the text and the error.
-	collect := func(t *testing.T, client openai.Client) (string, error) {
-		stream := client.Chat.Completions.NewStreaming(context.Background(), openAIParams())
-		defer stream.Close()
-		var text strings.Builder
-		for stream.Next() {
-			for _, c := range stream.Current().Choices {
-				text.WriteString(c.Delta.Content)
-			}
-		}
-		return text.String(), stream.Err()
-	}
-
 	t.Run("succeeds over the wire", func(t *testing.T) {
-		prov := testkit.NewProvider(testkit.OpenAIChatStream(parts...))
+		prov := testkit.NewProvider(testkit.OpenAIChatStream(streamParts...))
 		srv := httptest.NewServer(prov)
 		defer srv.Close()
 		rt := retrying(t, srv.Client().Transport, llmretry.Policy{})
-		text, err := collect(t, openAIClient(srv.URL+"/v1/", rt))
+		text, err := openAIStreamText(openAIClient(srv.URL+"/v1/", rt))
 		require.NoError(t, err)
 		assert.Equal(t, "Hello! How can I help?", text, "every chunk arrived")
 		assert.Equal(t, 1, prov.Attempts())
@@ -88,9 +78,9 @@ func TestOpenAIStream(t *testing.T) {
 
 	t.Run("503 first is not retried by default", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(testkit.OpenAIOverloaded(), testkit.OpenAIChatStream(parts...))
+			prov := testkit.NewProvider(testkit.OpenAIOverloaded(), testkit.OpenAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
-			_, err := collect(t, openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
+			_, err := openAIStreamText(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 			var apiErr *openai.Error
 			require.ErrorAs(t, err, &apiErr)
 			assert.Equal(t, 503, apiErr.StatusCode)
@@ -101,9 +91,9 @@ func TestOpenAIStream(t *testing.T) {
 
 	t.Run("503 first is retried with RetryStreams", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(testkit.OpenAIOverloaded(), testkit.OpenAIChatStream(parts...))
+			prov := testkit.NewProvider(testkit.OpenAIOverloaded(), testkit.OpenAIChatStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
-			text, err := collect(t, openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
+			text, err := openAIStreamText(openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0)))
 			require.NoError(t, err)
 			assert.Equal(t, "Hello! How can I help?", text)
 			assert.Equal(t, 2, prov.Attempts())
@@ -244,17 +234,14 @@ func TestAnthropicRidesOutOutage(t *testing.T) {
 // Messages.NewStreaming: anthropic-sdk-go marks a stream only with
 // "stream": true in the body.
 func TestAnthropicStream(t *testing.T) {
-	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
-
-	collect := anthropicStreamText
 	overloaded := testkit.AnthropicOverloaded()
 
 	t.Run("succeeds over the wire", func(t *testing.T) {
-		prov := testkit.NewProvider(testkit.AnthropicStream(parts...))
+		prov := testkit.NewProvider(testkit.AnthropicStream(streamParts...))
 		srv := httptest.NewServer(prov)
 		defer srv.Close()
 		rt := retrying(t, srv.Client().Transport, llmretry.Policy{})
-		text, err := collect(t, anthropicClient(srv.URL+"/", rt))
+		text, err := anthropicStreamText(t, anthropicClient(srv.URL+"/", rt))
 		require.NoError(t, err)
 		assert.Equal(t, "Hello! How can I help?", text, "every delta arrived")
 		assert.Equal(t, 1, prov.Attempts())
@@ -264,12 +251,12 @@ func TestAnthropicStream(t *testing.T) {
 	t.Run("error mid-stream is never retried, even with RetryStreams", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// Anthropic reports overload after a 200 as an SSE error event.
-			broken := testkit.AnthropicStream(parts...)
+			broken := testkit.AnthropicStream(streamParts...)
 			broken.Events = append(append([]string(nil), broken.Events[:4]...),
 				"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"},\"request_id\":\"req_011CSHpZ8hP3aT6jB2mW9xQe\"}\n\n")
-			prov := testkit.NewProvider(broken, testkit.AnthropicStream(parts...))
+			prov := testkit.NewProvider(broken, testkit.AnthropicStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
-			text, err := collect(t, anthropicClient(fakeAnthropicURL, rt)) // SDK retries left on too
+			text, err := anthropicStreamText(t, anthropicClient(fakeAnthropicURL, rt)) // SDK retries left on too
 			var apiErr *anthropic.Error
 			require.ErrorAs(t, err, &apiErr, "the SDK surfaces the event as its own error")
 			assert.EqualValues(t, "overloaded_error", apiErr.Type())
@@ -280,9 +267,9 @@ func TestAnthropicStream(t *testing.T) {
 
 	t.Run("503 first is not retried by default", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(testkit.AnthropicError(503, "api_error", "Service unavailable"), testkit.AnthropicStream(parts...))
+			prov := testkit.NewProvider(testkit.AnthropicError(503, "api_error", "Service unavailable"), testkit.AnthropicStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
-			_, err := collect(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
+			_, err := anthropicStreamText(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
 			var apiErr *anthropic.Error
 			require.ErrorAs(t, err, &apiErr)
 			assert.Equal(t, 503, apiErr.StatusCode)
@@ -293,9 +280,9 @@ func TestAnthropicStream(t *testing.T) {
 
 	t.Run("503 first is retried with RetryStreams", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(testkit.AnthropicError(503, "api_error", "Service unavailable"), overloaded, testkit.AnthropicStream(parts...))
+			prov := testkit.NewProvider(testkit.AnthropicError(503, "api_error", "Service unavailable"), overloaded, testkit.AnthropicStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second, 4 * time.Second}, RetryStreams: true})
-			text, err := collect(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
+			text, err := anthropicStreamText(t, anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0)))
 			require.NoError(t, err)
 			assert.Equal(t, "Hello! How can I help?", text)
 			assert.Equal(t, 3, prov.Attempts(), "503, then 529 overloaded, then the stream")
@@ -398,26 +385,14 @@ func TestGeminiRidesOutOutage(t *testing.T) {
 // Models.GenerateContentStream: genai marks a stream in the URL
 // (:streamGenerateContent?alt=sse).
 func TestGeminiStream(t *testing.T) {
-	parts := []string{"Hel", "lo", "! How", " can I", " help?"}
-
-	collect := func(client *genai.Client) (string, error) {
-		var text strings.Builder
-		for chunk, err := range client.Models.GenerateContentStream(context.Background(), geminiModel, geminiPrompt(), nil) {
-			if err != nil {
-				return text.String(), err
-			}
-			text.WriteString(chunk.Text())
-		}
-		return text.String(), nil
-	}
 	unavailable := testkit.GeminiError(503, "UNAVAILABLE", "The model is overloaded. Please try again later.")
 
 	t.Run("succeeds over the wire", func(t *testing.T) {
-		prov := testkit.NewProvider(testkit.GeminiStream(parts...))
+		prov := testkit.NewProvider(testkit.GeminiStream(streamParts...))
 		srv := httptest.NewServer(prov)
 		defer srv.Close()
 		rt := retrying(t, srv.Client().Transport, llmretry.Policy{})
-		text, err := collect(geminiClient(t, srv.URL+"/", rt, nil))
+		text, err := geminiStreamText(geminiClient(t, srv.URL+"/", rt, nil))
 		require.NoError(t, err)
 		assert.Equal(t, "Hello! How can I help?", text, "every chunk arrived")
 		require.Equal(t, 1, prov.Attempts())
@@ -428,9 +403,9 @@ func TestGeminiStream(t *testing.T) {
 
 	t.Run("503 first is not retried by default", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(unavailable, testkit.GeminiStream(parts...))
+			prov := testkit.NewProvider(unavailable, testkit.GeminiStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}})
-			_, err := collect(geminiClient(t, fakeGeminiURL, rt, nil))
+			_, err := geminiStreamText(geminiClient(t, fakeGeminiURL, rt, nil))
 			var apiErr genai.APIError
 			require.ErrorAs(t, err, &apiErr)
 			assert.Equal(t, 503, apiErr.Code)
@@ -442,9 +417,9 @@ func TestGeminiStream(t *testing.T) {
 
 	t.Run("503 first is retried with RetryStreams", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(unavailable, testkit.GeminiStream(parts...))
+			prov := testkit.NewProvider(unavailable, testkit.GeminiStream(streamParts...))
 			rt := retrying(t, prov, llmretry.Policy{Waits: []time.Duration{2 * time.Second}, RetryStreams: true})
-			text, err := collect(geminiClient(t, fakeGeminiURL, rt, nil))
+			text, err := geminiStreamText(geminiClient(t, fakeGeminiURL, rt, nil))
 			require.NoError(t, err)
 			assert.Equal(t, "Hello! How can I help?", text)
 			assert.Equal(t, 2, prov.Attempts())
@@ -470,4 +445,284 @@ func TestGeminiBadRequest(t *testing.T) {
 	assert.Equal(t, "* GenerateContentRequest.contents: contents is not specified\n", apiErr.Message)
 	assert.False(t, errors.As(err, new(*llmretry.Exhausted)))
 	assert.Equal(t, 1, prov.Attempts())
+}
+
+// layerK is the number of retries llmretry is allowed in the layering
+// tests: k = 2, so llmretry alone makes k+1 = 3 attempts.
+const layerK = 2
+
+// layerPolicy is llmretry's policy in the layering tests: two retries,
+// after 2 s and 4 s. MaxRetries pins k even under a deadline (Anthropic's
+// per-attempt one), where the last wait of Waits would otherwise repeat.
+func layerPolicy() llmretry.Policy {
+	return llmretry.Policy{Waits: []time.Duration{2 * time.Second, 4 * time.Second}, MaxRetries: layerK}
+}
+
+// The layering trap. The Stainless SDKs (openai-go, anthropic-sdk-go)
+// retry twice on their own by default; llmretry under them retries k
+// times; an SDK that resent every failure llmretry gave up on would make
+// 3(k+1) attempts. It does not for responses, because llmretry marks the
+// response it gives up on with X-Should-Retry: false, which both SDKs obey
+// (rows "mark stripped" show the 9 attempts the mark prevents), even over
+// Anthropic's own x-should-retry: true on a 429, which the mark replaces. It
+// does
+// for failed connections, where there is no response to mark: only
+// option.WithMaxRetries(0) prevents that. genai retries only when
+// HTTPOptions.RetryOptions is set, and then ignores X-Should-Retry.
+// go-openai and langchaingo have no retries of their own. aws-sdk-go-v2's
+// default retryer (3 attempts) ignores X-Should-Retry and resends
+// responses and failed connections alike, 3(k+1) attempts, unless it is
+// turned off (Retryer: aws.NopRetryer{} or RetryMaxAttempts: 1).
+//
+// Run with -v to print the measured table.
+func TestLayeringTrap(t *testing.T) {
+	const (
+		stackSDK      = "SDK only"
+		stackLLM      = "llmretry k=2"
+		stackStripped = "llmretry k=2, mark stripped"
+	)
+	stacks := map[string]func(t *testing.T, base http.RoundTripper) http.RoundTripper{
+		stackSDK: func(_ *testing.T, base http.RoundTripper) http.RoundTripper { return base },
+		stackLLM: func(t *testing.T, base http.RoundTripper) http.RoundTripper {
+			return retrying(t, base, layerPolicy())
+		},
+		stackStripped: func(t *testing.T, base http.RoundTripper) http.RoundTripper {
+			return stripShouldRetry{retrying(t, base, layerPolicy())}
+		},
+	}
+
+	openAICall := func(opts ...oaoption.RequestOption) func(*testing.T, http.RoundTripper) error {
+		return func(_ *testing.T, rt http.RoundTripper) error {
+			client := openAIClient(fakeOpenAIURL, rt, opts...)
+			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
+			return err
+		}
+	}
+	anthropicCall := func(opts ...antoption.RequestOption) func(*testing.T, http.RoundTripper) error {
+		return func(_ *testing.T, rt http.RoundTripper) error {
+			client := anthropicClient(fakeAnthropicURL, rt, opts...)
+			_, err := client.Messages.New(context.Background(), anthropicParams())
+			return err
+		}
+	}
+	geminiCall := func(retry *genai.HTTPRetryOptions) func(*testing.T, http.RoundTripper) error {
+		return func(t *testing.T, rt http.RoundTripper) error {
+			_, err := geminiClient(t, fakeGeminiURL, rt, retry).Models.GenerateContent(context.Background(), geminiModel, geminiPrompt(), nil)
+			return err
+		}
+	}
+	goOpenAICall := func(_ *testing.T, rt http.RoundTripper) error {
+		_, err := goOpenAIClient(fakeOpenAIURL, rt).CreateChatCompletion(context.Background(), goOpenAIChat())
+		return err
+	}
+	lcCall := func(llm func(*testing.T, http.RoundTripper) lcGenerate) func(*testing.T, http.RoundTripper) error {
+		return func(t *testing.T, rt http.RoundTripper) error {
+			_, _, err := lcAsk(llm(t, rt), "Say hello.", false)
+			return err
+		}
+	}
+	bedrockCall := func(opts ...func(*bedrockruntime.Options)) func(*testing.T, http.RoundTripper) error {
+		return func(_ *testing.T, rt http.RoundTripper) error {
+			_, err := bedrockClient(rt, opts...).Converse(context.Background(), bedrockConverseInput())
+			return err
+		}
+	}
+	three := int32(3)
+
+	type sdkSetup struct {
+		name string
+		call func(*testing.T, http.RoundTripper) error
+		// lostCause: the client replaces a failed connection's error
+		// with its own string, so neither the cause nor
+		// *llmretry.Exhausted can be reached.
+		lostCause bool
+	}
+	var (
+		oaDefault  = sdkSetup{"openai-go, default (2 retries)", openAICall(), false}
+		oaOff      = sdkSetup{"openai-go, WithMaxRetries(0)", openAICall(oaoption.WithMaxRetries(0)), false}
+		antDefault = sdkSetup{"anthropic-sdk-go, default (2 retries)", anthropicCall(), false}
+		antOff     = sdkSetup{"anthropic-sdk-go, WithMaxRetries(0)", anthropicCall(antoption.WithMaxRetries(0)), false}
+		gDefault   = sdkSetup{"genai, default (no retry)", geminiCall(nil), false}
+		gOn        = sdkSetup{"genai, RetryOptions{Attempts: 3}", geminiCall(&genai.HTTPRetryOptions{Attempts: &three}), false}
+		goOA       = sdkSetup{"go-openai (no retries)", goOpenAICall, false}
+		lcOA       = sdkSetup{"langchaingo openai (no retries)", lcCall(func(t *testing.T, rt http.RoundTripper) lcGenerate { return langchainOpenAI(t, fakeOpenAIURL, rt) }), true}
+		lcAnt      = sdkSetup{"langchaingo anthropic (no retries)", lcCall(func(t *testing.T, rt http.RoundTripper) lcGenerate { return langchainAnthropic(t, fakeAnthropicV1, rt) }), false}
+		awsDefault = sdkSetup{"bedrockruntime, default retryer (3 attempts)", bedrockCall(), false}
+		awsNop     = sdkSetup{"bedrockruntime, Retryer: aws.NopRetryer{}", bedrockCall(noAWSRetries), false}
+		awsOne     = sdkSetup{"bedrockruntime, RetryMaxAttempts: 1", bedrockCall(func(o *bedrockruntime.Options) { o.RetryMaxAttempts = 1 }), false}
+	)
+	type row struct {
+		sdk     sdkSetup
+		stack   string
+		failure string
+		want    int
+	}
+	rows := []row{
+		{oaDefault, stackSDK, "502", 3},
+		{oaDefault, stackLLM, "502", layerK + 1},
+		{oaDefault, stackStripped, "502", 3 * (layerK + 1)},
+		{oaOff, stackLLM, "502", layerK + 1},
+		{oaDefault, stackSDK, "conn refused", 3},
+		{oaDefault, stackLLM, "conn refused", 3 * (layerK + 1)},
+		{oaOff, stackLLM, "conn refused", layerK + 1},
+
+		{antDefault, stackSDK, "502", 3},
+		{antDefault, stackLLM, "502", layerK + 1},
+		{antDefault, stackStripped, "502", 3 * (layerK + 1)},
+		{antOff, stackLLM, "502", layerK + 1},
+		{antDefault, stackSDK, "429 x-should-retry: true", 3},
+		{antDefault, stackLLM, "429 x-should-retry: true", layerK + 1},
+		{antDefault, stackSDK, "conn refused", 3},
+		{antDefault, stackLLM, "conn refused", 3 * (layerK + 1)},
+		{antOff, stackLLM, "conn refused", layerK + 1},
+
+		{gDefault, stackSDK, "502", 1},
+		{gDefault, stackLLM, "502", layerK + 1},
+		{gOn, stackLLM, "502", 3 * (layerK + 1)},
+		{gDefault, stackLLM, "conn refused", layerK + 1},
+		{gOn, stackLLM, "conn refused", 3 * (layerK + 1)},
+
+		{goOA, stackSDK, "502", 1},
+		{goOA, stackLLM, "502", layerK + 1},
+		{goOA, stackLLM, "conn refused", layerK + 1},
+		{lcOA, stackLLM, "502", layerK + 1},
+		{lcOA, stackLLM, "conn refused", layerK + 1},
+		{lcAnt, stackLLM, "502", layerK + 1},
+		{lcAnt, stackLLM, "conn refused", layerK + 1},
+
+		{awsDefault, stackSDK, "503 ServiceUnavailableException", 3},
+		{awsDefault, stackLLM, "503 ServiceUnavailableException", 3 * (layerK + 1)},
+		{awsDefault, stackLLM, "429 ThrottlingException", 3 * (layerK + 1)},
+		{awsDefault, stackLLM, "502", 3 * (layerK + 1)},
+		{awsDefault, stackLLM, "conn refused", 3 * (layerK + 1)},
+		{awsNop, stackLLM, "503 ServiceUnavailableException", layerK + 1},
+		{awsNop, stackLLM, "conn refused", layerK + 1},
+		{awsOne, stackLLM, "503 ServiceUnavailableException", layerK + 1},
+		{awsOne, stackLLM, "conn refused", layerK + 1},
+	}
+
+	var table []string
+	for _, r := range rows {
+		name := fmt.Sprintf("%s/%s/%s", r.sdk.name, r.stack, r.failure)
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				failure := map[string]testkit.Reply{
+					"502":                             testkit.BadGateway(),
+					"conn refused":                    testkit.Refused(),
+					"429 x-should-retry: true":        testkit.AnthropicRateLimited("20"),
+					"503 ServiceUnavailableException": testkit.BedrockUnavailable(),
+					"429 ThrottlingException":         testkit.BedrockThrottled(),
+				}[r.failure]
+				prov := testkit.NewProvider(failure)
+				start := time.Now()
+				err := r.sdk.call(t, stacks[r.stack](t, prov))
+				elapsed := time.Since(start)
+
+				require.Error(t, err)
+				assert.Equal(t, r.want, prov.Attempts(), "provider attempts")
+				table = append(table, fmt.Sprintf("| %s | %s | %s | %d | %v |", r.sdk.name, r.stack, r.failure, prov.Attempts(), elapsed.Round(10*time.Millisecond)))
+
+				// What the caller sees.
+				if r.failure == "conn refused" {
+					var ex *llmretry.Exhausted
+					if r.sdk.lostCause {
+						assert.False(t, errors.Is(err, syscall.ECONNREFUSED), "the client dropped the cause")
+						assert.False(t, errors.As(err, &ex))
+						return
+					}
+					assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+					if r.stack == stackLLM {
+						require.ErrorAs(t, err, &ex, "llmretry's error reaches the caller through the SDK")
+						assert.Equal(t, layerK+1, ex.Attempts, "the last llmretry call's own attempts")
+					} else {
+						assert.False(t, errors.As(err, &ex))
+					}
+					return
+				}
+				status, header := sdkErrorResponse(t, err)
+				assert.Equal(t, failure.Status, status, "the provider's last response, as the SDK's typed error")
+				if r.stack == stackLLM && header != nil {
+					assert.Equal(t, "false", header.Get("X-Should-Retry"), "llmretry marked the response it gave up on")
+				}
+				if resp := sdkHTTPResponse(err); resp != nil {
+					gave := llmretry.GaveUp(resp)
+					if r.stack == stackSDK {
+						assert.Nil(t, gave, "no llmretry, no record")
+					} else if assert.NotNil(t, gave, "GaveUp reads the record off the response the SDK kept") {
+						assert.Equal(t, llmretry.ErrRetriesSpent, gave.Reason)
+						assert.Equal(t, layerK+1, gave.Attempts, "the last llmretry call's own attempts")
+					}
+				}
+			})
+		})
+	}
+	t.Log("measured provider attempts (always-failing provider; synctest clock):\n" +
+		"| SDK | stack | failure | attempts | time |\n|---|---|---|---:|---:|\n" + joinLines(table))
+}
+
+// sdkHTTPResponse returns the *http.Response an SDK's typed error keeps
+// (openai-go's and anthropic-sdk-go's *Error, aws-sdk-go-v2's
+// *awshttp.ResponseError), or nil: what llmretry.GaveUp reads.
+func sdkHTTPResponse(err error) *http.Response {
+	var (
+		oaErr  *openai.Error
+		antErr *anthropic.Error
+		awsErr *awshttp.ResponseError
+	)
+	switch {
+	case errors.As(err, &oaErr):
+		return oaErr.Response
+	case errors.As(err, &antErr):
+		return antErr.Response
+	case errors.As(err, &awsErr) && awsErr.Response != nil:
+		return awsErr.Response.Response
+	}
+	return nil
+}
+
+// sdkErrorResponse returns the status of the SDK's typed error for a
+// failed response, and the response headers when the SDK keeps them.
+func sdkErrorResponse(t *testing.T, err error) (int, http.Header) {
+	t.Helper()
+	var (
+		oaErr    *openai.Error
+		antErr   *anthropic.Error
+		gErr     genai.APIError
+		goAPIErr *goopenai.APIError
+		goReqErr *goopenai.RequestError
+		awsErr   *awshttp.ResponseError
+	)
+	switch {
+	case errors.As(err, &oaErr):
+		return oaErr.StatusCode, oaErr.Response.Header
+	case errors.As(err, &antErr):
+		return antErr.StatusCode, antErr.Response.Header
+	case errors.As(err, &gErr):
+		return gErr.Code, nil
+	case errors.As(err, &goAPIErr):
+		return goAPIErr.HTTPStatusCode, nil
+	case errors.As(err, &goReqErr):
+		return goReqErr.HTTPStatusCode, nil
+	case errors.As(err, &awsErr):
+		return awsErr.HTTPStatusCode(), awsErr.Response.Header
+	}
+	// langchaingo: only a string.
+	const lcStatus = "API returned unexpected status code: "
+	if i := strings.Index(err.Error(), lcStatus); i >= 0 {
+		var status int
+		if _, scanErr := fmt.Sscanf(err.Error()[i+len(lcStatus):], "%d", &status); scanErr == nil {
+			return status, nil
+		}
+	}
+	t.Fatalf("not an SDK error: %T %v", err, err)
+	return 0, nil
+}
+
+// joinLines joins lines with newlines.
+func joinLines(lines []string) string {
+	s := ""
+	for _, l := range lines {
+		s += l + "\n"
+	}
+	return s
 }
