@@ -25,7 +25,6 @@ import (
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/internal/testkit"
-	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -215,9 +214,7 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 				Fallback: []llmretry.Route{azureRoute(t, strings.TrimSuffix(fakeOpenAIURL, "/"), fakeAzureURL)},
 			})
 			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			assert.Equal(t, 400, apiErr.StatusCode)
 			assert.Equal(t, 1, openAI.Attempts())
 			assert.Zero(t, azure.Attempts())
@@ -237,9 +234,7 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 				Fallback:   []llmretry.Route{azureRoute(t, strings.TrimSuffix(fakeOpenAIURL, "/"), fakeAzureURL)},
 			})
 			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			assert.Equal(t, 503, apiErr.StatusCode, "the last attempt's: Azure's")
 			assert.Equal(t, 2, openAI.Attempts(), "the blip's retry was the policy's one retry")
 			assert.Equal(t, []time.Duration{15 * time.Second}, openAI.Gaps())
@@ -275,16 +270,9 @@ func TestOpenAIFallbackToAzureStream(t *testing.T) {
 		Fallback:     []llmretry.Route{azureRoute(t, openAISrv.URL+"/v1", azureSrv.URL+"/openai/deployments/gpt-4o")},
 	})
 	client := openAIClient(openAISrv.URL+"/v1/", rt, oaoption.WithMaxRetries(0))
-	stream := client.Chat.Completions.NewStreaming(context.Background(), openAIParams())
-	defer stream.Close()
-	var text strings.Builder
-	for stream.Next() {
-		for _, c := range stream.Current().Choices {
-			text.WriteString(c.Delta.Content)
-		}
-	}
-	require.NoError(t, stream.Err())
-	assert.Equal(t, "Hello from Azure!", text.String())
+	text, err := openAIStreamText(client)
+	require.NoError(t, err)
+	assert.Equal(t, "Hello from Azure!", text)
 	assert.Equal(t, []int{0, 0, 1}, rec.routes())
 	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
 	require.Len(t, lines, 3)
@@ -476,9 +464,7 @@ func TestAnthropicFallbackToKeyB(t *testing.T) {
 		var rec recorder
 		rt := retrying(t, http.DefaultTransport, llmretry.Policy{Waits: []time.Duration{10 * time.Millisecond}, MaxRetries: 2, OnAttempt: rec.on, Fallback: []llmretry.Route{sloppy}})
 		client := anthropicClient(srv.URL+"/", rt, antoption.WithMaxRetries(0))
-		_, err := client.Messages.New(context.Background(), anthropicParams())
-		var apiErr *anthropic.Error
-		require.ErrorAs(t, err, &apiErr)
+		apiErr := anthropicError(t, client)
 		assert.Equal(t, 529, apiErr.StatusCode, "key A's own failure, not the route's")
 		assert.Equal(t, []int{0, 0, 1, 0}, rec.routes(), "key A, its blip's retry, the sloppy route (refused before sending, no retry spent), key A for the second retry")
 		assert.Equal(t, 3, prov.Attempts(), "key B never reached")

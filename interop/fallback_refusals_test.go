@@ -22,11 +22,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/internal/testkit"
-	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -247,9 +245,7 @@ func TestOther400sNeverMove(t *testing.T) {
 				Fallback:    []llmretry.Route{route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKeyB}})},
 				LongContext: []llmretry.Route{withModel(route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKey}}), openAILongModel)}})
 			client := openAIClient(base+"/", rt, oaoption.WithMaxRetries(0))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			assert.Equal(t, 400, apiErr.StatusCode)
 			var body struct{ Error json.RawMessage }
 			require.NoError(t, json.Unmarshal([]byte(tc.reply.Body), &body))
@@ -270,9 +266,7 @@ func TestOther400sNeverMove(t *testing.T) {
 			rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on, Fallback: []llmretry.Route{keyB(t, base)},
 				LongContext: []llmretry.Route{route(t, base, base, http.Header{"X-Api-Key": {dummyAnthropicKey}, "Anthropic-Beta": {anthropicContext1M}})}})
 			client := anthropicClient(base+"/", rt, antoption.WithMaxRetries(0))
-			_, err := client.Messages.New(context.Background(), anthropicParams())
-			var apiErr *anthropic.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := anthropicError(t, client)
 			assert.Equal(t, 400, apiErr.StatusCode)
 			assert.Contains(t, apiErr.Error(), strings.Trim(testkit.Quote(tc.message), `"`), "the provider's words")
 			assertNeverMoved(t, prov, &rec, apiErr.Response)
@@ -424,9 +418,7 @@ func TestOnePolicyTwoAPIsRouteForOne(t *testing.T) {
 			var rec recorder
 			rt := retrying(t, hosts{"api.anthropic.test": down}, policy(t, &rec))
 			client := anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0))
-			_, err := client.Messages.New(context.Background(), anthropicParams())
-			var apiErr *anthropic.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := anthropicError(t, client)
 			assert.Equal(t, 529, apiErr.StatusCode)
 			assert.Equal(t, []time.Duration{15 * time.Second, 15 * time.Second}, down.Gaps())
 			assert.Equal(t, []int{0, 0, 0}, rec.routes())
@@ -459,9 +451,7 @@ func TestLongContextOnlyRecord(t *testing.T) {
 		LongContext: []llmretry.Route{withModel(route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKey}}), openAILongModel)},
 	})
 	client := openAIClient(base+"/", rt, oaoption.WithMaxRetries(0))
-	_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-	var apiErr *openai.Error
-	require.ErrorAs(t, err, &apiErr)
+	apiErr := openAIError(t, client)
 	assert.Equal(t, "content_filter", apiErr.Code, "the long-context route's answer")
 	assert.Equal(t, 2, prov.Attempts())
 	ex := llmretry.GaveUp(apiErr.Response)

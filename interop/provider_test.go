@@ -287,6 +287,26 @@ func anthropicParams() anthropic.MessageNewParams {
 // geminiPrompt is a small generateContent prompt.
 func geminiPrompt() []*genai.Content { return genai.Text("Say hello.") }
 
+// openAIError sends openAIParams through client and returns the
+// *openai.Error the call fails with, or fails the test.
+func openAIError(t *testing.T, client openai.Client) *openai.Error {
+	t.Helper()
+	_, err := client.Chat.Completions.New(context.Background(), openAIParams())
+	var apiErr *openai.Error
+	require.ErrorAs(t, err, &apiErr)
+	return apiErr
+}
+
+// anthropicError sends anthropicParams through client and returns the
+// *anthropic.Error the call fails with, or fails the test.
+func anthropicError(t *testing.T, client anthropic.Client) *anthropic.Error {
+	t.Helper()
+	_, err := client.Messages.New(context.Background(), anthropicParams())
+	var apiErr *anthropic.Error
+	require.ErrorAs(t, err, &apiErr)
+	return apiErr
+}
+
 // --- Streams ---
 
 // streamParts is the answer every good stream here carries.

@@ -182,9 +182,7 @@ func TestOpenAIZeroPolicyUnderShortDeadline(t *testing.T) {
 			rt := retrying(t, prov, llmretry.Policy{Reserve: time.Minute})
 			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0),
 				oaoption.WithHTTPClient(&http.Client{Transport: rt, Timeout: 30 * time.Second}))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			assert.Equal(t, 502, apiErr.StatusCode)
 			gave := llmretry.GaveUp(apiErr.Response)
 			require.NotNil(t, gave)
@@ -326,9 +324,7 @@ func TestAnthropicPerAttemptDeadlineBoundsTheRide(t *testing.T) {
 			prov := testkit.NewProvider(overloaded)
 			client := anthropicClient(fakeAnthropicURL, retrying(t, prov, policy), antoption.WithMaxRetries(0))
 			start := time.Now()
-			_, err := client.Messages.New(context.Background(), anthropicParams())
-			var apiErr *anthropic.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := anthropicError(t, client)
 			assert.Equal(t, 529, apiErr.StatusCode)
 			assert.Equal(t, "false", apiErr.Response.Header.Get("X-Should-Retry"))
 			assert.Equal(t, 3, prov.Attempts(), "the 8-minute wait would end past 10 min - 60 s")

@@ -47,9 +47,7 @@ func TestSignalsThroughSDKs(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prov := testkit.NewProvider(testkit.OpenAIInsufficientQuota(), testkit.OpenAIChatCompletion("unreachable"))
 			client := openAIClient(fakeOpenAIURL, retrying(t, prov, twoRetries), oaoption.WithMaxRetries(0))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			assert.Equal(t, 429, apiErr.StatusCode)
 			assert.Equal(t, "insufficient_quota", apiErr.Code)
 			assert.Equal(t, 1, prov.Attempts(), "a spent quota is not waited for")
@@ -60,9 +58,7 @@ func TestSignalsThroughSDKs(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prov := testkit.NewProvider(testkit.OpenAIInsufficientQuota())
 			client := openAIClient(fakeOpenAIURL, retrying(t, prov, twoRetries))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			assert.Equal(t, "insufficient_quota", apiErr.Code)
 			assert.Equal(t, "false", apiErr.Response.Header.Get("X-Should-Retry"), "marked so that the SDK does not resend it")
 			assert.Equal(t, 1, prov.Attempts(), "neither llmretry nor the SDK resent it")
@@ -87,9 +83,7 @@ func TestSignalsThroughSDKs(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prov := testkit.NewProvider(testkit.AnthropicSpendLimit(), testkit.AnthropicMessage("unreachable"))
 			client := anthropicClient(fakeAnthropicURL, retrying(t, prov, twoRetries), antoption.WithMaxRetries(0))
-			_, err := client.Messages.New(context.Background(), anthropicParams())
-			var apiErr *anthropic.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := anthropicError(t, client)
 			assert.Equal(t, 429, apiErr.StatusCode)
 			assert.EqualValues(t, "enforced_spend_limit_reached", apiErr.ErrorCode())
 			assert.Equal(t, 1, prov.Attempts(), "a spend cap is not waited for")
@@ -100,9 +94,7 @@ func TestSignalsThroughSDKs(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prov := testkit.NewProvider(testkit.AnthropicSpendLimit())
 			client := anthropicClient(fakeAnthropicURL, retrying(t, prov, twoRetries))
-			_, err := client.Messages.New(context.Background(), anthropicParams())
-			var apiErr *anthropic.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := anthropicError(t, client)
 			assert.EqualValues(t, "enforced_spend_limit_reached", apiErr.ErrorCode())
 			assert.Equal(t, 1, prov.Attempts(), "neither llmretry nor the SDK resent it")
 		})
@@ -112,9 +104,7 @@ func TestSignalsThroughSDKs(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prov := testkit.NewProvider(testkit.AnthropicOverloaded().With("X-Should-Retry", "false"), testkit.AnthropicMessage("unreachable"))
 			client := anthropicClient(fakeAnthropicURL, retrying(t, prov, twoRetries), antoption.WithMaxRetries(0))
-			_, err := client.Messages.New(context.Background(), anthropicParams())
-			var apiErr *anthropic.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := anthropicError(t, client)
 			assert.Equal(t, 529, apiErr.StatusCode)
 			assert.Equal(t, 1, prov.Attempts(), "the provider said not to retry")
 		})
@@ -340,9 +330,7 @@ func TestGaveUpWithSDKRetriesOn(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prov := testkit.NewProvider(testkit.BadGateway())
 			client := openAIClient(fakeOpenAIURL, retrying(t, prov, policy))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			gave := llmretry.GaveUp(apiErr.Response)
 			require.NotNil(t, gave)
 			assert.Equal(t, llmretry.ErrRetriesSpent, gave.Reason)
@@ -354,9 +342,7 @@ func TestGaveUpWithSDKRetriesOn(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prov := testkit.NewProvider(testkit.AnthropicOverloaded())
 			client := anthropicClient(fakeAnthropicURL, retrying(t, prov, policy))
-			_, err := client.Messages.New(context.Background(), anthropicParams())
-			var apiErr *anthropic.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := anthropicError(t, client)
 			gave := llmretry.GaveUp(apiErr.Response)
 			require.NotNil(t, gave)
 			assert.Equal(t, llmretry.ErrRetriesSpent, gave.Reason)
