@@ -326,30 +326,31 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 // reads the record off the *Error they return.
 func TestGaveUpWithSDKRetriesOn(t *testing.T) {
 	policy := llmretry.Policy{Waits: []time.Duration{time.Second, time.Second}, MaxRetries: 2}
-	t.Run("openai-go", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(testkit.BadGateway())
-			client := openAIClient(fakeOpenAIURL, retrying(t, prov, policy))
-			apiErr := openAIError(t, client)
-			gave := llmretry.GaveUp(apiErr.Response)
-			require.NotNil(t, gave)
-			assert.Equal(t, llmretry.ErrRetriesSpent, gave.Reason)
-			assert.Equal(t, 3, gave.Attempts)
-			assert.Equal(t, 3, prov.Attempts(), "the SDK did not resend it")
+	for _, tt := range []struct {
+		name  string
+		fault testkit.Reply
+		// call makes the call through rt, the SDK's retries on, and returns
+		// the response its *Error carries.
+		call func(t *testing.T, rt http.RoundTripper) *http.Response
+	}{
+		{"openai-go", testkit.BadGateway(), func(t *testing.T, rt http.RoundTripper) *http.Response {
+			return openAIError(t, openAIClient(fakeOpenAIURL, rt)).Response
+		}},
+		{"anthropic-sdk-go", testkit.AnthropicOverloaded(), func(t *testing.T, rt http.RoundTripper) *http.Response {
+			return anthropicError(t, anthropicClient(fakeAnthropicURL, rt)).Response
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := testkit.NewProvider(tt.fault)
+				gave := llmretry.GaveUp(tt.call(t, retrying(t, prov, policy)))
+				require.NotNil(t, gave)
+				assert.Equal(t, llmretry.ErrRetriesSpent, gave.Reason)
+				assert.Equal(t, 3, gave.Attempts)
+				assert.Equal(t, 3, prov.Attempts(), "the SDK did not resend it")
+			})
 		})
-	})
-	t.Run("anthropic-sdk-go", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			prov := testkit.NewProvider(testkit.AnthropicOverloaded())
-			client := anthropicClient(fakeAnthropicURL, retrying(t, prov, policy))
-			apiErr := anthropicError(t, client)
-			gave := llmretry.GaveUp(apiErr.Response)
-			require.NotNil(t, gave)
-			assert.Equal(t, llmretry.ErrRetriesSpent, gave.Reason)
-			assert.Equal(t, 3, gave.Attempts)
-			assert.Equal(t, 3, prov.Attempts(), "the SDK did not resend it")
-		})
-	})
+	}
 }
 
 // Streams guarded until committed, through the SDKs that read them. With
