@@ -51,21 +51,6 @@ func (h hosts) RoundTrip(r *http.Request) (*http.Response, error) {
 	return p.RoundTrip(r)
 }
 
-// routesBelow is a base transport that records the route of every attempt
-// it carries, as a transport below llmretry sees it
-// (llmretry.AttemptFromContext): the record of a policy without OnAttempt.
-type routesBelow struct {
-	base http.RoundTripper
-	log  *testkit.Log[int]
-}
-
-// RoundTrip records req's route and sends it on.
-func (r routesBelow) RoundTrip(req *http.Request) (*http.Response, error) {
-	a, _ := llmretry.AttemptFromContext(req.Context())
-	r.log.Add(a.Route)
-	return r.base.RoundTrip(req)
-}
-
 // routes returns the route each recorded attempt took.
 func (r *recorder) routes() []int {
 	r.mu.Lock()
