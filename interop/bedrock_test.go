@@ -523,7 +523,7 @@ func TestBedrockDoResignsEachAttempt(t *testing.T) {
 			at = append(at, c.At.Sub(start))
 		}
 		assert.Equal(t, []time.Duration{0, 15 * time.Second, time.Minute, 3 * time.Minute, 7 * time.Minute}, at)
-		assert.Len(t, rec.attempts, 5, "one Do attempt per provider attempt")
+		assert.Len(t, rec.All(), 5, "one Do attempt per provider attempt")
 		assert.Equal(t, []string{"attempt=1; max=1"}, slices.Compact(prov.HeaderValues("Amz-Sdk-Request")), "every request is a first SDK attempt")
 	})
 

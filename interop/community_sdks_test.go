@@ -160,8 +160,8 @@ func TestGoOpenAIExhausted(t *testing.T) {
 				assert.Equal(t, layerK+1, prov.Attempts(), "no retries but llmretry's")
 				// go-openai's errors keep no *http.Response, so GaveUp has
 				// nothing to read: the last attempt's Stop says why.
-				require.Len(t, rec.attempts, layerK+1)
-				assert.Equal(t, llmretry.ErrRetriesSpent, rec.attempts[layerK].Stop)
+				require.Len(t, rec.All(), layerK+1)
+				assert.Equal(t, llmretry.ErrRetriesSpent, rec.All()[layerK].Stop)
 				if tt.failure.Err == nil {
 					assert.False(t, errors.As(err, new(*llmretry.Exhausted)), "a response is never turned into an llmretry error")
 				}
@@ -375,8 +375,8 @@ func TestLangchainExhausted(t *testing.T) {
 				}
 				// OnAttempt sees every attempt and its cause, whatever the
 				// client does with the error.
-				require.Len(t, rec.attempts, layerK+1)
-				for _, a := range rec.attempts {
+				require.Len(t, rec.All(), layerK+1)
+				for _, a := range rec.All() {
 					assert.ErrorIs(t, a.Err, syscall.ECONNREFUSED)
 				}
 			})

@@ -51,17 +51,6 @@ func (h hosts) RoundTrip(r *http.Request) (*http.Response, error) {
 	return p.RoundTrip(r)
 }
 
-// routes returns the route each recorded attempt took.
-func (r *recorder) routes() []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var rs []int
-	for _, a := range r.attempts {
-		rs = append(rs, a.Route)
-	}
-	return rs
-}
-
 // assertNoByteOf checks that no part of what reached a fallback (path,
 // query, any header's name or value, body) contains secret.
 func assertNoByteOf(t *testing.T, secret string, calls []testkit.Call) {
@@ -179,14 +168,14 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 				assertNoByteOf(t, "org-dummy", azure.Received())
 
 				assert.Equal(t, routes, rec.routes())
-				for i, a := range rec.attempts {
+				for i, a := range rec.All() {
 					if i == primary-1 {
 						assert.Equal(t, tc.moved, a.Moved, "attempt %d", a.N)
 					} else {
 						assert.Empty(t, a.Moved, "attempt %d", a.N)
 					}
 				}
-				assert.Equal(t, "my-resource.openai.azure.test", rec.attempts[primary].Request.URL.Host)
+				assert.Equal(t, "my-resource.openai.azure.test", rec.All()[primary].Request.URL.Host)
 			})
 		})
 	}
@@ -483,7 +472,7 @@ func TestAnthropicFallbackToKeyB(t *testing.T) {
 			assert.Equal(t, dummyAnthropicKeyB, calls[1].Header.Get("X-Api-Key"))
 			assertNoByteOf(t, dummyAnthropicKey, calls[1:])
 			assert.Equal(t, []int{0, 1}, rec.routes())
-			assert.Equal(t, "credential refused", rec.attempts[0].Moved)
+			assert.Equal(t, "credential refused", rec.All()[0].Moved)
 		})
 	})
 }
@@ -514,7 +503,7 @@ func TestAnthropicFallbackToKeyBStream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Hello from key B!", text)
 	assert.Equal(t, []int{0, 0, 1}, rec.routes())
-	assert.Equal(t, "provider down", rec.attempts[1].Moved)
+	assert.Equal(t, "provider down", rec.All()[1].Moved)
 	assert.Equal(t, 2, keyA.Attempts())
 	require.Equal(t, 1, keyBProv.Attempts())
 	c := keyBProv.Received()[0]
@@ -579,8 +568,8 @@ func TestFallbackReadmeSetUp(t *testing.T) {
 		assert.Contains(t, c.Body, `"model":"gpt-4o-mini"`, "on Azure's v1 API, the name of a deployment")
 		assertNoByteOf(t, dummyOpenAIKey, azureProv.Received())
 		assert.Equal(t, []int{0, 0, 1}, rec.routes())
-		require.Len(t, rec.attempts, 3)
-		assert.Equal(t, []string{"", "provider down", ""}, []string{rec.attempts[0].Moved, rec.attempts[1].Moved, rec.attempts[2].Moved}, "the second 503 moved the call")
+		require.Len(t, rec.All(), 3)
+		assert.Equal(t, []string{"", "provider down", ""}, []string{rec.All()[0].Moved, rec.All()[1].Moved, rec.All()[2].Moved}, "the second 503 moved the call")
 
 		rec = recorder{}
 		an := anthropicClient("https://api.anthropic.com/", rt, antoption.WithMaxRetries(0))

@@ -166,7 +166,7 @@ func TestLongContextOpenAI(t *testing.T) {
 				assert.Equal(t, "Bearer "+dummyOpenAIKey, c.Header.Get("Authorization"), "never key B")
 			}
 			assert.Equal(t, []int{0, 2}, rec.routes(), "LongContext[0] is route len(Fallback)+1")
-			assert.Equal(t, "context too long", rec.attempts[0].Moved)
+			assert.Equal(t, "context too long", rec.All()[0].Moved)
 		})
 	}
 }
@@ -215,7 +215,7 @@ func TestLongContextAnthropic(t *testing.T) {
 			assert.Equal(t, calls[0].Body, calls[1].Body, "the caller's whole body")
 			assert.Equal(t, stream, strings.Contains(calls[1].Body, `"stream":true`))
 			assert.Equal(t, []int{0, 2}, rec.routes())
-			assert.Equal(t, "context too long", rec.attempts[0].Moved)
+			assert.Equal(t, "context too long", rec.All()[0].Moved)
 		})
 	}
 }
@@ -281,9 +281,9 @@ func assertNeverMoved(t *testing.T, prov *testkit.Provider, rec *recorder, resp 
 	t.Helper()
 	assert.Equal(t, 1, prov.Attempts(), "one request, to the primary")
 	assert.Equal(t, []int{0}, rec.routes())
-	if assert.Len(t, rec.attempts, 1) {
-		assert.Empty(t, rec.attempts[0].Moved)
-		assert.ErrorIs(t, rec.attempts[0].Stop, llmretry.ErrNotRetryable)
+	if assert.Len(t, rec.All(), 1) {
+		assert.Empty(t, rec.All()[0].Moved)
+		assert.ErrorIs(t, rec.All()[0].Stop, llmretry.ErrNotRetryable)
 	}
 	if ex := llmretry.GaveUp(resp); assert.NotNil(t, ex) {
 		assert.Equal(t, []int{0}, ex.Routes)
@@ -327,7 +327,7 @@ func TestKeyRefusedAnswersWithKeyB(t *testing.T) {
 			assert.Equal(t, openAIModel, modelOf(t, calls[1]), "the fallback, not the long-context model")
 			assertNoByteOf(t, dummyOpenAIKey, calls[1:])
 			assert.Equal(t, []int{0, 1}, rec.routes())
-			assert.Equal(t, "credential refused", rec.attempts[0].Moved)
+			assert.Equal(t, "credential refused", rec.All()[0].Moved)
 		})
 	}
 	for _, tc := range []struct {
@@ -359,7 +359,7 @@ func TestKeyRefusedAnswersWithKeyB(t *testing.T) {
 			assert.Empty(t, calls[1].Header.Get("Anthropic-Beta"), "the fallback, not the long-context route")
 			assertNoByteOf(t, dummyAnthropicKey, calls[1:])
 			assert.Equal(t, []int{0, 1}, rec.routes())
-			assert.Equal(t, "credential refused", rec.attempts[0].Moved)
+			assert.Equal(t, "credential refused", rec.All()[0].Moved)
 		})
 	}
 }
@@ -397,7 +397,7 @@ func TestOnePolicyTwoAPIsRouteForOne(t *testing.T) {
 			assert.Equal(t, 30*time.Second, time.Since(start))
 			assert.Equal(t, []time.Duration{15 * time.Second, 15 * time.Second}, anthropicProv.Gaps(), "its first wait before its second attempt, and its second")
 			assert.Equal(t, []int{0, 0, 0}, rec.routes())
-			for _, a := range rec.attempts {
+			for _, a := range rec.All() {
 				assert.Empty(t, a.Moved, "attempt %d", a.N)
 			}
 			assert.Zero(t, azure.Attempts())

@@ -27,7 +27,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -383,25 +382,17 @@ func geminiStreamText(client *genai.Client) (string, error) {
 
 // --- The record ---
 
-// recorder collects llmretry's attempt record (Policy.OnAttempt).
-type recorder struct {
-	mu       sync.Mutex
-	attempts []llmretry.Attempt
-}
+// recorder collects llmretry's attempt record: its on is a
+// Policy.OnAttempt, its All the attempts so far.
+type recorder struct{ testkit.Log[llmretry.Attempt] }
 
 // on is a Policy.OnAttempt.
-func (r *recorder) on(a llmretry.Attempt) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.attempts = append(r.attempts, a)
-}
+func (r *recorder) on(a llmretry.Attempt) { r.Add(a) }
 
 // retryIns returns each recorded attempt's RetryIn.
 func (r *recorder) retryIns() []time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var d []time.Duration
-	for _, a := range r.attempts {
+	for _, a := range r.All() {
 		d = append(d, a.RetryIn)
 	}
 	return d
@@ -409,10 +400,8 @@ func (r *recorder) retryIns() []time.Duration {
 
 // statuses returns each recorded attempt's status code (0 for an error).
 func (r *recorder) statuses() []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var s []int
-	for _, a := range r.attempts {
+	for _, a := range r.All() {
 		if a.Response != nil {
 			s = append(s, a.Response.StatusCode)
 		} else {
@@ -420,6 +409,15 @@ func (r *recorder) statuses() []int {
 		}
 	}
 	return s
+}
+
+// routes returns the route each recorded attempt took.
+func (r *recorder) routes() []int {
+	var rs []int
+	for _, a := range r.All() {
+		rs = append(rs, a.Route)
+	}
+	return rs
 }
 
 // stripShouldRetry is a RoundTripper that removes X-Should-Retry from every

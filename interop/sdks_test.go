@@ -167,7 +167,7 @@ func TestOpenAIZeroPolicyUnderShortDeadline(t *testing.T) {
 				assert.LessOrEqual(t, gaps[0], time.Second, "full jitter up to 1 s")
 				assert.LessOrEqual(t, gaps[1], 2*time.Second, "then up to 2 s")
 				assert.LessOrEqual(t, time.Since(start), 3*time.Second)
-				for _, a := range rec.attempts {
+				for _, a := range rec.All() {
 					assert.NoError(t, a.Stop)
 				}
 			})

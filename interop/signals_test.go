@@ -307,9 +307,10 @@ func TestStopReasonsThroughSDKs(t *testing.T) {
 					}
 
 					// The attempt record says the same.
-					require.Len(t, rec.attempts, tt.attempts)
-					for i, a := range rec.attempts {
-						if i < len(rec.attempts)-1 {
+					attempts := rec.All()
+					require.Len(t, attempts, tt.attempts)
+					for i, a := range attempts {
+						if i < len(attempts)-1 {
 							assert.NoError(t, a.Stop, "attempt %d: a retry followed", i+1)
 						} else {
 							assert.Equal(t, tt.reason, a.Stop, "the last attempt's Stop")
@@ -581,9 +582,9 @@ func TestStreamTimeoutsThroughSDKs(t *testing.T) {
 			assert.Equal(t, 2, prov.Attempts())
 			assert.Equal(t, []time.Duration{31 * time.Second}, prov.Gaps(), "30 s bound, then the 1-s wait")
 			assert.Equal(t, 31*time.Second, time.Since(start))
-			require.Len(t, rec.attempts, 2)
-			require.Error(t, rec.attempts[0].Err)
-			assert.Contains(t, rec.attempts[0].Err.Error(), "AttemptTimeout")
+			require.Len(t, rec.All(), 2)
+			require.Error(t, rec.All()[0].Err)
+			assert.Contains(t, rec.All()[0].Err.Error(), "AttemptTimeout")
 		})
 	})
 
