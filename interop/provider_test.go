@@ -1,8 +1,9 @@
 package interop
 
 // Shared test helpers: SDK clients wired to a RoundTripper, the SDKs'
-// request parameters, Bedrock's event-stream replies (their binary frames
-// need smithy's encoder), and a recorder for llmretry's attempt record.
+// request parameters, the SDKs' typed errors and streams read off a call,
+// Bedrock's event-stream replies (their binary frames need smithy's
+// encoder), and a recorder for llmretry's attempt record.
 // The scripted fake provider and the providers' other replies are
 // internal/testkit's (testkit.Provider, testkit.Reply): an in-memory
 // http.RoundTripper for synctest bubbles, and an http.Handler for
