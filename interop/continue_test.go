@@ -207,9 +207,9 @@ func TestContinueOpenAIChat(t *testing.T) {
 				} else {
 					assert.Equal(t, bodies[0], bodies[1], "the request again, as it was")
 				}
-				require.Len(t, rec.attempts, 2)
-				assert.Equal(t, tt.strategy, rec.attempts[1].Continued)
-				assert.Equal(t, int64(len("Hello! How")), rec.attempts[1].From)
+				require.Len(t, rec.All(), 2)
+				assert.Equal(t, tt.strategy, rec.All()[1].Continued)
+				assert.Equal(t, int64(len("Hello! How")), rec.All()[1].From)
 			})
 		})
 	}
@@ -294,8 +294,8 @@ func TestContinueOpenAIResponsesResumed(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, url.Values{"stream": {"true"}, "starting_after": {"4"}}, q, "after the last sequence number the caller received")
 		assert.Empty(t, calls[1].Body)
-		require.Len(t, rec.attempts, 2)
-		assert.Equal(t, "resume", rec.attempts[1].Continued)
+		require.Len(t, rec.All(), 2)
+		assert.Equal(t, "resume", rec.All()[1].Continued)
 	})
 }
 
@@ -347,8 +347,8 @@ func TestContinueAnthropic(t *testing.T) {
 				role, text := lastTurn(bodies[1])
 				assert.Equal(t, "assistant", role)
 				assert.Equal(t, tt.prefill, text, "the delivered text without trailing whitespace")
-				require.Len(t, rec.attempts, 2)
-				assert.Equal(t, "prefill", rec.attempts[1].Continued)
+				require.Len(t, rec.All(), 2)
+				assert.Equal(t, "prefill", rec.All()[1].Continued)
 			})
 		})
 	}
@@ -375,8 +375,8 @@ func TestContinueGemini(t *testing.T) {
 		role, prefill := lastTurn(bodies[1])
 		assert.Equal(t, "model", role)
 		assert.Equal(t, "Hello! How", prefill)
-		require.Len(t, rec.attempts, 2)
-		assert.Equal(t, "prefill", rec.attempts[1].Continued)
+		require.Len(t, rec.All(), 2)
+		assert.Equal(t, "prefill", rec.All()[1].Continued)
 	})
 }
 
@@ -499,7 +499,7 @@ func TestContinueRefusedPrefill(t *testing.T) {
 		assert.Equal(t, 1, prefills, "one prefill in the whole test")
 		assert.Equal(t, 7, prov.Attempts(), "the first call's cut, prefill and regeneration; two each after")
 		var strategies []string
-		for _, a := range rec.attempts {
+		for _, a := range rec.All() {
 			strategies = append(strategies, a.Continued)
 		}
 		assert.Equal(t, []string{"", "prefill", "regenerate", "", "regenerate", "", "regenerate"}, strategies)
@@ -558,8 +558,8 @@ func TestContinueOverLoopback(t *testing.T) {
 			role, prefill := lastTurn(prov.Bodies()[1])
 			assert.Equal(t, "assistant", role)
 			assert.Equal(t, "Hello! How", prefill)
-			require.Len(t, rec.attempts, 2)
-			assert.Equal(t, "prefill", rec.attempts[1].Continued)
+			require.Len(t, rec.All(), 2)
+			assert.Equal(t, "prefill", rec.All()[1].Continued)
 		})
 	}
 }

@@ -25,7 +25,6 @@ import (
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/internal/testkit"
-	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,32 +49,6 @@ func (h hosts) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("no provider at %s", r.URL.Host)
 	}
 	return p.RoundTrip(r)
-}
-
-// routesBelow is a base transport that records the route of every attempt
-// it carries, as a transport below llmretry sees it
-// (llmretry.AttemptFromContext): the record of a policy without OnAttempt.
-type routesBelow struct {
-	base http.RoundTripper
-	log  *testkit.Log[int]
-}
-
-// RoundTrip records req's route and sends it on.
-func (r routesBelow) RoundTrip(req *http.Request) (*http.Response, error) {
-	a, _ := llmretry.AttemptFromContext(req.Context())
-	r.log.Add(a.Route)
-	return r.base.RoundTrip(req)
-}
-
-// routes returns the route each recorded attempt took.
-func (r *recorder) routes() []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var rs []int
-	for _, a := range r.attempts {
-		rs = append(rs, a.Route)
-	}
-	return rs
 }
 
 // assertNoByteOf checks that no part of what reached a fallback (path,
@@ -195,14 +168,14 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 				assertNoByteOf(t, "org-dummy", azure.Received())
 
 				assert.Equal(t, routes, rec.routes())
-				for i, a := range rec.attempts {
+				for i, a := range rec.All() {
 					if i == primary-1 {
 						assert.Equal(t, tc.moved, a.Moved, "attempt %d", a.N)
 					} else {
 						assert.Empty(t, a.Moved, "attempt %d", a.N)
 					}
 				}
-				assert.Equal(t, "my-resource.openai.azure.test", rec.attempts[primary].Request.URL.Host)
+				assert.Equal(t, "my-resource.openai.azure.test", rec.All()[primary].Request.URL.Host)
 			})
 		})
 	}
@@ -215,9 +188,7 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 				Fallback: []llmretry.Route{azureRoute(t, strings.TrimSuffix(fakeOpenAIURL, "/"), fakeAzureURL)},
 			})
 			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			assert.Equal(t, 400, apiErr.StatusCode)
 			assert.Equal(t, 1, openAI.Attempts())
 			assert.Zero(t, azure.Attempts())
@@ -237,9 +208,7 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 				Fallback:   []llmretry.Route{azureRoute(t, strings.TrimSuffix(fakeOpenAIURL, "/"), fakeAzureURL)},
 			})
 			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			assert.Equal(t, 503, apiErr.StatusCode, "the last attempt's: Azure's")
 			assert.Equal(t, 2, openAI.Attempts(), "the blip's retry was the policy's one retry")
 			assert.Equal(t, []time.Duration{15 * time.Second}, openAI.Gaps())
@@ -275,16 +244,9 @@ func TestOpenAIFallbackToAzureStream(t *testing.T) {
 		Fallback:     []llmretry.Route{azureRoute(t, openAISrv.URL+"/v1", azureSrv.URL+"/openai/deployments/gpt-4o")},
 	})
 	client := openAIClient(openAISrv.URL+"/v1/", rt, oaoption.WithMaxRetries(0))
-	stream := client.Chat.Completions.NewStreaming(context.Background(), openAIParams())
-	defer stream.Close()
-	var text strings.Builder
-	for stream.Next() {
-		for _, c := range stream.Current().Choices {
-			text.WriteString(c.Delta.Content)
-		}
-	}
-	require.NoError(t, stream.Err())
-	assert.Equal(t, "Hello from Azure!", text.String())
+	text, err := openAIStreamText(client)
+	require.NoError(t, err)
+	assert.Equal(t, "Hello from Azure!", text)
 	assert.Equal(t, []int{0, 0, 1}, rec.routes())
 	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
 	require.Len(t, lines, 3)
@@ -476,9 +438,7 @@ func TestAnthropicFallbackToKeyB(t *testing.T) {
 		var rec recorder
 		rt := retrying(t, http.DefaultTransport, llmretry.Policy{Waits: []time.Duration{10 * time.Millisecond}, MaxRetries: 2, OnAttempt: rec.on, Fallback: []llmretry.Route{sloppy}})
 		client := anthropicClient(srv.URL+"/", rt, antoption.WithMaxRetries(0))
-		_, err := client.Messages.New(context.Background(), anthropicParams())
-		var apiErr *anthropic.Error
-		require.ErrorAs(t, err, &apiErr)
+		apiErr := anthropicError(t, client)
 		assert.Equal(t, 529, apiErr.StatusCode, "key A's own failure, not the route's")
 		assert.Equal(t, []int{0, 0, 1, 0}, rec.routes(), "key A, its blip's retry, the sloppy route (refused before sending, no retry spent), key A for the second retry")
 		assert.Equal(t, 3, prov.Attempts(), "key B never reached")
@@ -512,7 +472,7 @@ func TestAnthropicFallbackToKeyB(t *testing.T) {
 			assert.Equal(t, dummyAnthropicKeyB, calls[1].Header.Get("X-Api-Key"))
 			assertNoByteOf(t, dummyAnthropicKey, calls[1:])
 			assert.Equal(t, []int{0, 1}, rec.routes())
-			assert.Equal(t, "credential refused", rec.attempts[0].Moved)
+			assert.Equal(t, "credential refused", rec.All()[0].Moved)
 		})
 	})
 }
@@ -543,7 +503,7 @@ func TestAnthropicFallbackToKeyBStream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Hello from key B!", text)
 	assert.Equal(t, []int{0, 0, 1}, rec.routes())
-	assert.Equal(t, "provider down", rec.attempts[1].Moved)
+	assert.Equal(t, "provider down", rec.All()[1].Moved)
 	assert.Equal(t, 2, keyA.Attempts())
 	require.Equal(t, 1, keyBProv.Attempts())
 	c := keyBProv.Received()[0]
@@ -608,8 +568,8 @@ func TestFallbackReadmeSetUp(t *testing.T) {
 		assert.Contains(t, c.Body, `"model":"gpt-4o-mini"`, "on Azure's v1 API, the name of a deployment")
 		assertNoByteOf(t, dummyOpenAIKey, azureProv.Received())
 		assert.Equal(t, []int{0, 0, 1}, rec.routes())
-		require.Len(t, rec.attempts, 3)
-		assert.Equal(t, []string{"", "provider down", ""}, []string{rec.attempts[0].Moved, rec.attempts[1].Moved, rec.attempts[2].Moved}, "the second 503 moved the call")
+		require.Len(t, rec.All(), 3)
+		assert.Equal(t, []string{"", "provider down", ""}, []string{rec.All()[0].Moved, rec.All()[1].Moved, rec.All()[2].Moved}, "the second 503 moved the call")
 
 		rec = recorder{}
 		an := anthropicClient("https://api.anthropic.com/", rt, antoption.WithMaxRetries(0))

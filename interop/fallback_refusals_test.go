@@ -22,11 +22,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/internal/testkit"
-	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -168,7 +166,7 @@ func TestLongContextOpenAI(t *testing.T) {
 				assert.Equal(t, "Bearer "+dummyOpenAIKey, c.Header.Get("Authorization"), "never key B")
 			}
 			assert.Equal(t, []int{0, 2}, rec.routes(), "LongContext[0] is route len(Fallback)+1")
-			assert.Equal(t, "context too long", rec.attempts[0].Moved)
+			assert.Equal(t, "context too long", rec.All()[0].Moved)
 		})
 	}
 }
@@ -217,7 +215,7 @@ func TestLongContextAnthropic(t *testing.T) {
 			assert.Equal(t, calls[0].Body, calls[1].Body, "the caller's whole body")
 			assert.Equal(t, stream, strings.Contains(calls[1].Body, `"stream":true`))
 			assert.Equal(t, []int{0, 2}, rec.routes())
-			assert.Equal(t, "context too long", rec.attempts[0].Moved)
+			assert.Equal(t, "context too long", rec.All()[0].Moved)
 		})
 	}
 }
@@ -247,9 +245,7 @@ func TestOther400sNeverMove(t *testing.T) {
 				Fallback:    []llmretry.Route{route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKeyB}})},
 				LongContext: []llmretry.Route{withModel(route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKey}}), openAILongModel)}})
 			client := openAIClient(base+"/", rt, oaoption.WithMaxRetries(0))
-			_, err := client.Chat.Completions.New(context.Background(), openAIParams())
-			var apiErr *openai.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := openAIError(t, client)
 			assert.Equal(t, 400, apiErr.StatusCode)
 			var body struct{ Error json.RawMessage }
 			require.NoError(t, json.Unmarshal([]byte(tc.reply.Body), &body))
@@ -270,9 +266,7 @@ func TestOther400sNeverMove(t *testing.T) {
 			rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on, Fallback: []llmretry.Route{keyB(t, base)},
 				LongContext: []llmretry.Route{route(t, base, base, http.Header{"X-Api-Key": {dummyAnthropicKey}, "Anthropic-Beta": {anthropicContext1M}})}})
 			client := anthropicClient(base+"/", rt, antoption.WithMaxRetries(0))
-			_, err := client.Messages.New(context.Background(), anthropicParams())
-			var apiErr *anthropic.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := anthropicError(t, client)
 			assert.Equal(t, 400, apiErr.StatusCode)
 			assert.Contains(t, apiErr.Error(), strings.Trim(testkit.Quote(tc.message), `"`), "the provider's words")
 			assertNeverMoved(t, prov, &rec, apiErr.Response)
@@ -287,9 +281,9 @@ func assertNeverMoved(t *testing.T, prov *testkit.Provider, rec *recorder, resp 
 	t.Helper()
 	assert.Equal(t, 1, prov.Attempts(), "one request, to the primary")
 	assert.Equal(t, []int{0}, rec.routes())
-	if assert.Len(t, rec.attempts, 1) {
-		assert.Empty(t, rec.attempts[0].Moved)
-		assert.ErrorIs(t, rec.attempts[0].Stop, llmretry.ErrNotRetryable)
+	if assert.Len(t, rec.All(), 1) {
+		assert.Empty(t, rec.All()[0].Moved)
+		assert.ErrorIs(t, rec.All()[0].Stop, llmretry.ErrNotRetryable)
 	}
 	if ex := llmretry.GaveUp(resp); assert.NotNil(t, ex) {
 		assert.Equal(t, []int{0}, ex.Routes)
@@ -333,7 +327,7 @@ func TestKeyRefusedAnswersWithKeyB(t *testing.T) {
 			assert.Equal(t, openAIModel, modelOf(t, calls[1]), "the fallback, not the long-context model")
 			assertNoByteOf(t, dummyOpenAIKey, calls[1:])
 			assert.Equal(t, []int{0, 1}, rec.routes())
-			assert.Equal(t, "credential refused", rec.attempts[0].Moved)
+			assert.Equal(t, "credential refused", rec.All()[0].Moved)
 		})
 	}
 	for _, tc := range []struct {
@@ -365,7 +359,7 @@ func TestKeyRefusedAnswersWithKeyB(t *testing.T) {
 			assert.Empty(t, calls[1].Header.Get("Anthropic-Beta"), "the fallback, not the long-context route")
 			assertNoByteOf(t, dummyAnthropicKey, calls[1:])
 			assert.Equal(t, []int{0, 1}, rec.routes())
-			assert.Equal(t, "credential refused", rec.attempts[0].Moved)
+			assert.Equal(t, "credential refused", rec.All()[0].Moved)
 		})
 	}
 }
@@ -403,7 +397,7 @@ func TestOnePolicyTwoAPIsRouteForOne(t *testing.T) {
 			assert.Equal(t, 30*time.Second, time.Since(start))
 			assert.Equal(t, []time.Duration{15 * time.Second, 15 * time.Second}, anthropicProv.Gaps(), "its first wait before its second attempt, and its second")
 			assert.Equal(t, []int{0, 0, 0}, rec.routes())
-			for _, a := range rec.attempts {
+			for _, a := range rec.All() {
 				assert.Empty(t, a.Moved, "attempt %d", a.N)
 			}
 			assert.Zero(t, azure.Attempts())
@@ -424,9 +418,7 @@ func TestOnePolicyTwoAPIsRouteForOne(t *testing.T) {
 			var rec recorder
 			rt := retrying(t, hosts{"api.anthropic.test": down}, policy(t, &rec))
 			client := anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0))
-			_, err := client.Messages.New(context.Background(), anthropicParams())
-			var apiErr *anthropic.Error
-			require.ErrorAs(t, err, &apiErr)
+			apiErr := anthropicError(t, client)
 			assert.Equal(t, 529, apiErr.StatusCode)
 			assert.Equal(t, []time.Duration{15 * time.Second, 15 * time.Second}, down.Gaps())
 			assert.Equal(t, []int{0, 0, 0}, rec.routes())
@@ -437,4 +429,56 @@ func TestOnePolicyTwoAPIsRouteForOne(t *testing.T) {
 			}
 		})
 	})
+}
+
+// Two more of issue 30's asks (written before the root package did them,
+// from the report of the routes30 branch); each names the behaviour it
+// wants.
+
+// A policy with LongContext and no Fallback: the call moves to the
+// long-context route, which refuses too (its content filter, a 400 that
+// never moves). The record of the call that gave up names both routes,
+// as it does for a Fallback route.
+func TestLongContextOnlyRecord(t *testing.T) {
+	prov := testkit.NewProviderFunc(func(c testkit.Call, _ int) testkit.Reply {
+		if strings.Contains(c.Body, `"model":"`+openAILongModel+`"`) {
+			return azureContentFilter()
+		}
+		return openAIContextTooLong()
+	})
+	base := serve(t, prov) + "/v1"
+	rt := retrying(t, http.DefaultTransport, llmretry.Policy{
+		LongContext: []llmretry.Route{withModel(route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKey}}), openAILongModel)},
+	})
+	client := openAIClient(base+"/", rt, oaoption.WithMaxRetries(0))
+	apiErr := openAIError(t, client)
+	assert.Equal(t, "content_filter", apiErr.Code, "the long-context route's answer")
+	assert.Equal(t, 2, prov.Attempts())
+	ex := llmretry.GaveUp(apiErr.Response)
+	require.NotNil(t, ex)
+	assert.Equal(t, []int{0, 1}, ex.Routes, "Exhausted.Routes names the long-context route")
+	assert.Contains(t, ex.Error(), "on routes 0 (primary), 1")
+}
+
+// Issue 30's Done-when: openai-go through llmretry with the README's
+// fallback set-up plus a long-context route "passes S03 and S12, fails
+// nothing". S02 (a 429 without Retry-After, persistent) fails in about
+// half the calls: a 429 is no blip and says nothing of waiting being
+// hopeless, so the zero policy waits it out on the primary with its
+// jittered schedule, and a seventh primary attempt (when the six drawn
+// waits end before the deadline less its reserve) or five in the first
+// 3 s fail the catalogue's required checks. fbJitterRuns calls: all should
+// pass.
+func TestFailoverBenchReadmeFailsNothing(t *testing.T) {
+	row := fbRows[2]
+	require.Equal(t, "llmretry, README set-up + long context", row.name)
+	sc := fbCatalogue[1]
+	require.Equal(t, "S02", sc.id)
+	var failed []string
+	for range fbJitterRuns {
+		if c := runFBCell(t, row, sc); c.verdict == fbFail {
+			failed = append(failed, c.reason+" ("+c.detail+")")
+		}
+	}
+	assert.Empty(t, failed, "S02 under the README's set-up: %d of %d calls fail", len(failed), fbJitterRuns)
 }

@@ -2,12 +2,24 @@ package interop
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/llmretry/llmretry"
+	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -190,4 +202,437 @@ func runOutage(t *testing.T, c outageClient, f outageFault, recovery time.Durati
 		r = outageRun{ok: err == nil, err: err, at: tl.attempts(), elapsed: time.Since(tl.start)}
 	})
 	return r
+}
+
+// Helpers of the outage table: a provider that follows a
+// timeline, the clients compared, and the table's rendering.
+
+// genTime is how long a healthy provider takes to generate an answer: the
+// answer arrives genTime after the request reaches it.
+const genTime = 2 * time.Second
+
+// timeline is an in-memory provider that answers fault to every request
+// that reaches it before recovery (measured from start), faultTime after
+// it arrives, and from then on the answer after genTime. It starts no
+// goroutine and only sleeps on timers, so inside a synctest bubble its
+// minutes pass at once.
+type timeline struct {
+	start     time.Time
+	recovery  time.Duration
+	fault     testkit.Reply
+	faultTime time.Duration // how long the fault takes to come back (0: at once)
+
+	mu       sync.Mutex
+	at       []time.Duration // when each attempt reached it, since start
+	faultsAt []time.Duration // when each fault left it, since start
+}
+
+// newTimeline starts the timeline now.
+func newTimeline(fault testkit.Reply, recovery time.Duration) *timeline {
+	return &timeline{start: time.Now(), recovery: recovery, fault: fault}
+}
+
+// outageAnswer is the provider's answer once it has recovered.
+var outageAnswer = testkit.OpenAIChatCompletion("Back again: here is your answer.")
+
+// RoundTrip answers req as the timeline says at the time it arrives. A
+// connection error counts as an attempt: the request was sent.
+func (tl *timeline) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	now := time.Since(tl.start)
+	tl.mu.Lock()
+	tl.at = append(tl.at, now)
+	tl.mu.Unlock()
+
+	rep, took := tl.fault, tl.faultTime
+	if now >= tl.recovery {
+		rep, took = outageAnswer, genTime
+	}
+	if took > 0 {
+		t := time.NewTimer(took)
+		defer t.Stop()
+		select {
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		case <-t.C:
+		}
+	}
+	if now < tl.recovery {
+		tl.mu.Lock()
+		tl.faultsAt = append(tl.faultsAt, time.Since(tl.start))
+		tl.mu.Unlock()
+	}
+	if rep.Err != nil {
+		return nil, rep.Err
+	}
+	return rep.Response(req), nil
+}
+
+// attempts returns when each attempt reached the provider, since start.
+func (tl *timeline) attempts() []time.Duration {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return slices.Clone(tl.at)
+}
+
+// faults returns when each fault left the provider, since start, in order.
+func (tl *timeline) faults() []time.Duration {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return slices.Clone(tl.faultsAt)
+}
+
+// --- The faults ---
+
+// outageFault is one kind of outage: what the provider answers while down.
+type outageFault struct {
+	name       string
+	reply      testkit.Reply
+	retryAfter time.Duration // the Retry-After the fault carries (0: none)
+	hopeless   bool          // waiting does not help: one attempt is right
+}
+
+// outageFaults are the table's rows.
+var outageFaults = []outageFault{
+	{name: "502 Bad Gateway (edge page, upstream down)", reply: testkit.BadGateway()},
+	{name: "connection refused", reply: testkit.Refused()},
+	{name: "429 rate limited, Retry-After: 20", reply: testkit.OpenAIRateLimited("20"), retryAfter: 20 * time.Second},
+	{name: "529 overloaded (Anthropic)", reply: testkit.AnthropicOverloaded()},
+	{name: "429 insufficient_quota (OpenAI)", reply: testkit.OpenAIInsufficientQuota(), hopeless: true},
+	{name: "400 invalid request", reply: testkit.OpenAIError(http.StatusBadRequest,
+		"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+		"invalid_request_error", "messages", "empty_array"), hopeless: true},
+}
+
+// outageLengths are the table's columns: how long the provider is down
+// from the moment the call starts.
+var outageLengths = []time.Duration{0, 2 * time.Second, 30 * time.Second, 3 * time.Minute, 6 * time.Minute, 10 * time.Minute}
+
+// turnDeadline is the agent turn's deadline (context.WithTimeout).
+const turnDeadline = 8 * time.Minute
+
+// hostPolicy is seed 000's host policy.
+func hostPolicy() llmretry.Policy {
+	return llmretry.Policy{
+		Waits:   []time.Duration{15 * time.Second, 45 * time.Second, 2 * time.Minute, 4 * time.Minute},
+		Reserve: 60 * time.Second,
+	}
+}
+
+// --- The clients ---
+
+// outageClient makes one chat call to a timeline and reports whether an
+// answer came back.
+type outageClient struct {
+	name     string
+	about    string // how it is set up, for the table's notes
+	jittered bool   // its waits are random: the table samples it
+	call     func(ctx context.Context, tl *timeline) error
+}
+
+// plainChat sends one chat completion request through c and checks the
+// answer.
+func plainChat(ctx context.Context, c *http.Client) error {
+	return sendChat(ctx, c, `{"model":"`+openAIModel+`","messages":[{"role":"user","content":"Say hello."}]}`)
+}
+
+// sendChat sends a chat completion request with reqBody through c and
+// checks the answer.
+func sendChat(ctx context.Context, c *http.Client, reqBody string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fakeOpenAIURL+"chat/completions", strings.NewReader(reqBody))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+dummyOpenAIKey)
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	var answer struct {
+		Choices []struct{} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil || len(answer.Choices) == 0 {
+		return fmt.Errorf("unreadable answer: %q", body)
+	}
+	return nil
+}
+
+// outageClients are the table's columns within a fault, in order.
+var outageClients = []outageClient{
+	{
+		name:  "oracle",
+		about: "knows when the provider recovers: one attempt, then (if the answer fits in the turn) one at the recovery — the lower bound",
+		call: func(ctx context.Context, tl *timeline) error {
+			c := &http.Client{Transport: tl}
+			err := plainChat(ctx, c)
+			if err == nil || tl.recovery+genTime > turnDeadline {
+				return err
+			}
+			time.Sleep(time.Until(tl.start.Add(tl.recovery)))
+			return plainChat(ctx, c)
+		},
+	},
+	{
+		name:  "bare client",
+		about: "`http.Client` straight on the provider: no retry",
+		call: func(ctx context.Context, tl *timeline) error {
+			return plainChat(ctx, &http.Client{Transport: tl})
+		},
+	},
+	{
+		name:     "openai-go defaults",
+		about:    "openai-go v3 `Chat.Completions.New` with its own retry as shipped (2 retries, 0.5 s·2ⁿ minus up to 25 % jitter, Retry-After up to 2 min), over the bare provider",
+		jittered: true,
+		call: func(ctx context.Context, tl *timeline) error {
+			client := openAIClient(fakeOpenAIURL, tl)
+			_, err := client.Chat.Completions.New(ctx, openAIParams())
+			return err
+		},
+	},
+	{
+		name:  "retryablehttp default",
+		about: "`retryablehttp.NewClient()` (4 retries, 1 s·2ⁿ up to 30 s, Retry-After on 429/503), Logger nil, `StandardClient()`",
+		call: func(ctx context.Context, tl *timeline) error {
+			rc := retryablehttp.NewClient()
+			rc.HTTPClient.Transport = tl
+			rc.Logger = nil
+			return plainChat(ctx, rc.StandardClient())
+		},
+	},
+	{
+		name:  "failsafehttp 1–30 s",
+		about: "failsafe-go `failsafehttp.NewRetryPolicyBuilder().WithBackoff(1s, 30s).ReturnLastFailure()` (2 retries, Retry-After on 429/503) in `failsafehttp.NewRoundTripper`",
+		call: func(ctx context.Context, tl *timeline) error {
+			rp := failsafehttp.NewRetryPolicyBuilder().WithBackoff(time.Second, 30*time.Second).ReturnLastFailure().Build()
+			return plainChat(ctx, &http.Client{Transport: failsafehttp.NewRoundTripper(tl, rp)})
+		},
+	},
+	{
+		name:     "llmretry zero Policy",
+		about:    "`llmretry.New(provider, llmretry.Policy{})`: 6 retries, full jitter up to 1 s·2ⁿ⁻¹ capped at 60 s, reserve 60 s",
+		jittered: true,
+		call: func(ctx context.Context, tl *timeline) error {
+			rt, err := llmretry.New(tl, llmretry.Policy{})
+			if err != nil {
+				return err
+			}
+			return plainChat(ctx, &http.Client{Transport: rt})
+		},
+	},
+	{
+		name:  "llmretry host policy",
+		about: "seed 000's host policy: `Waits` 15 s, 45 s, 2 min, 4 min (the last repeats), `Reserve` 60 s",
+		call: func(ctx context.Context, tl *timeline) error {
+			rt, err := llmretry.New(tl, hostPolicy())
+			if err != nil {
+				return err
+			}
+			return plainChat(ctx, &http.Client{Transport: rt})
+		},
+	},
+}
+
+// --- Results ---
+
+// outageRun is the result of one call.
+type outageRun struct {
+	ok      bool
+	err     error
+	at      []time.Duration // when each attempt reached the provider
+	elapsed time.Duration   // when the call returned (the answer, or giving up)
+}
+
+// lag is the time from the provider's recovery to the answer.
+func (r outageRun) lag(recovery time.Duration) time.Duration { return r.elapsed - recovery }
+
+// outageCell is every run of one client against one fault and length.
+type outageCell struct {
+	client   string
+	fault    outageFault
+	recovery time.Duration
+	runs     []outageRun
+}
+
+// name identifies the cell in assertion messages.
+func (c outageCell) name() string {
+	return fmt.Sprintf("%s / %s / down %s", c.client, c.fault.name, fmtDur(c.recovery))
+}
+
+// fmtDur renders d for the table: tenths under 10 s, whole seconds under a
+// minute, then 3m05s.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	}
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%dm%02ds", d/time.Minute, (d%time.Minute)/time.Second)
+}
+
+// span renders the range of vs ("3" or "3–5") with f.
+func span[T int | time.Duration](vs []T, f func(T) string) string {
+	lo, hi := slices.Min(vs), slices.Max(vs)
+	if f(lo) == f(hi) {
+		return f(lo)
+	}
+	return f(lo) + "–" + f(hi)
+}
+
+// render writes the cell: ok/fail, attempts, time to the answer (or to
+// giving up) and, when ok, the recovery lag. Sampled cells show ranges and,
+// when runs disagree, how many came through.
+func (c outageCell) render() string {
+	var ok, failed []outageRun
+	for _, r := range c.runs {
+		if r.ok {
+			ok = append(ok, r)
+		} else {
+			failed = append(failed, r)
+		}
+	}
+	count := func(rs []outageRun) string {
+		n := make([]int, len(rs))
+		for i, r := range rs {
+			n[i] = len(r.at)
+		}
+		return span(n, func(v int) string { return fmt.Sprint(v) })
+	}
+	times := func(rs []outageRun, f func(outageRun) time.Duration) string {
+		d := make([]time.Duration, len(rs))
+		for i, r := range rs {
+			d[i] = f(r)
+		}
+		return span(d, fmtDur)
+	}
+	elapsed := func(r outageRun) time.Duration { return r.elapsed }
+	if len(ok) == 0 {
+		return fmt.Sprintf("fail · %s · %s", count(failed), times(failed, elapsed))
+	}
+	head := "**ok**"
+	if len(failed) > 0 {
+		head = fmt.Sprintf("**ok %d/%d**", len(ok), len(c.runs))
+	}
+	lag := times(ok, func(r outageRun) time.Duration { return r.lag(c.recovery) })
+	return fmt.Sprintf("%s · %s · %s · +%s", head, count(ok), times(ok, elapsed), lag)
+}
+
+// renderTable renders the whole document.
+func renderTable(cells map[string]map[time.Duration]map[string]outageCell, samples int) string {
+	var b strings.Builder
+	b.WriteString(`# Outage table
+
+<!-- Generated by interop/outage_test.go (TestOutageTable); do not edit. -->
+
+What one agent call gets from each client when the model provider is down
+for a while and then recovers. Every run is one chat-completion call under
+a turn deadline of ` + fmtDur(turnDeadline) + ` (` + "`context.WithTimeout`" + `), run against an
+in-memory provider in a ` + "`testing/synctest`" + ` bubble, so the minutes are
+simulated exactly. The provider answers the fault to every request that
+reaches it during the outage (counted from the start of the call), and
+from then on the answer, ` + fmtDur(genTime) + ` after the request reaches it. For
+the last two faults (a spent quota, a bad request) "recovery" means someone
+fixed the account or the request: no client can know when, and one attempt
+is the right cost.
+
+Regenerate (from the repository root):
+
+    cd interop && LLMRETRY_WRITE_TABLE=1 go test -run TestOutageTable -count=1 .
+
+**Cell**: ok or fail · attempts sent (a refused connection counts) · time
+from the start of the call to the answer (for a fail: to giving up) ·
+recovery lag, from the provider's recovery to the answer (the generation
+time, ` + fmtDur(genTime) + `, is the least it can be). Clients marked † wait random
+times: their cells are ` + fmt.Sprint(samples) + ` runs, with ranges, and "ok k/n" when only k of n
+came through; they vary from one regeneration to the next.
+
+TestOutageTable asserts, on every run: llmretry with the host policy comes
+through in every cell its own schedule reaches before the deadline minus
+the reserve, with exactly the attempts and times that schedule predicts
+(and gives up where it does not: with Retry-After 20 and a 6-minute outage
+its attempts land at 0, 20 s, 65 s and 185 s, and the next 4-minute wait
+would eat the reserve); the hopeless faults cost llmretry one attempt; no
+llmretry run sends more than 8 attempts or starts one after the deadline
+minus the reserve; no client answers sooner than the oracle.
+
+**Clients**
+
+`)
+	for _, c := range outageClients {
+		mark := ""
+		if c.jittered {
+			mark = " †"
+		}
+		fmt.Fprintf(&b, "- **%s**%s: %s.\n", c.name, mark, c.about)
+	}
+	for _, f := range outageFaults {
+		fmt.Fprintf(&b, "\n## %s\n\n| client |", f.name)
+		for _, l := range outageLengths {
+			fmt.Fprintf(&b, " down %s |", fmtDur(l))
+		}
+		b.WriteString("\n|---|")
+		for range outageLengths {
+			b.WriteString("---|")
+		}
+		b.WriteString("\n")
+		for _, c := range outageClients {
+			mark := ""
+			if c.jittered {
+				mark = " †"
+			}
+			fmt.Fprintf(&b, "| %s%s |", c.name, mark)
+			for _, l := range outageLengths {
+				fmt.Fprintf(&b, " %s |", cells[f.name][l][c.name].render())
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// --- The host policy's own schedule, computed ---
+
+// scheduled is what a policy's schedule predicts for one fault and outage:
+// when each attempt starts, and whether the last one lands after recovery.
+type scheduled struct {
+	at      []time.Duration
+	ok      bool
+	elapsed time.Duration // the answer (ok) or giving up
+}
+
+// predict walks policy p's Waits from an attempt at 0, each fault answered
+// at once: the wait before retry k is max(Waits[k-1] (the last repeating),
+// retryAfter), taken only if it ends at least p.Reserve before the turn's
+// deadline. The first attempt at or after recovery gets the answer
+// genTime later.
+func predict(p llmretry.Policy, retryAfter, recovery time.Duration) scheduled {
+	var s scheduled
+	now := time.Duration(0)
+	for k := 1; ; k++ {
+		s.at = append(s.at, now)
+		if now >= recovery {
+			s.ok, s.elapsed = true, now+genTime
+			return s
+		}
+		wait := p.Waits[min(k, len(p.Waits))-1]
+		wait = max(wait, retryAfter)
+		if now+wait+p.Reserve > turnDeadline {
+			s.elapsed = now
+			return s
+		}
+		now += wait
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
@@ -61,18 +60,18 @@ const (
 	pacingLegendW  = 400 // the legend's width
 )
 
-// Colours beyond ride-through.svg's.
+// Colours: ride-through.svg's, and two of its own for the clients.
 const (
-	colIdeal       = "#1e8a3c"
+	colIdeal       = colAnswer
 	colCoordinated = "#2f6fd0"
 	colIndependent = "#d9822b"
-	colLimit       = "#767676"
-	colRefused     = "#c0392b"
+	colLimit       = colFaint
+	colRefused     = colDown
 )
 
 // xAt returns the x of time d.
 func (p pacingPicture) xAt(d time.Duration) float64 {
-	return pacingLeft + (pacingRight-pacingLeft)*d.Seconds()/p.end.Seconds()
+	return axisX(d, p.end, pacingLeft, pacingRight)
 }
 
 // yAt returns the y of n calls admitted.
@@ -360,21 +359,12 @@ type laneShape struct {
 // title does not read "n at s s".
 func parsePacing(svg string) (pacingShape, error) {
 	shape := pacingShape{classes: map[string]int{}, lanes: map[string]*laneShape{}}
-	d := xml.NewDecoder(strings.NewReader(svg))
 	var lane *laneShape
-	depth, laneDepth := 0, 0
+	laneDepth := 0
 	bar, inTitle := false, false
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return shape, err
-		}
+	err := walkSVG(svg, func(tok xml.Token, depth int) error {
 		switch tok := tok.(type) {
 		case xml.StartElement:
-			depth++
 			class := ""
 			for _, a := range tok.Attr {
 				switch {
@@ -383,9 +373,6 @@ func parsePacing(svg string) (pacingShape, error) {
 				case depth == 1 && a.Name.Local == "viewBox":
 					shape.viewBox = a.Value
 				}
-			}
-			if depth == 1 && (tok.Name.Local != "svg" || tok.Name.Space != "http://www.w3.org/2000/svg") {
-				return shape, fmt.Errorf("root element %s %s, not svg", tok.Name.Space, tok.Name.Local)
 			}
 			if class != "" {
 				shape.classes[class]++
@@ -396,7 +383,7 @@ func parsePacing(svg string) (pacingShape, error) {
 				shape.lanes[strings.TrimPrefix(class, "lane ")] = lane
 			case class == "refused":
 				if lane == nil {
-					return shape, errors.New("a 429 bar outside a lane")
+					return errors.New("a 429 bar outside a lane")
 				}
 				bar = true
 			case tok.Name.Local == "title" && bar:
@@ -412,22 +399,22 @@ func parsePacing(svg string) (pacingShape, error) {
 			if tok.Name.Local == "rect" {
 				bar = false
 			}
-			depth--
 		case xml.CharData:
 			if inTitle {
 				var n, s int
 				if _, err := fmt.Sscanf(string(tok), "%d at %d s", &n, &s); err != nil {
-					return shape, fmt.Errorf("a 429 bar titled %q: %v", tok, err)
+					return fmt.Errorf("a 429 bar titled %q: %v", tok, err)
 				}
 				lane.bars = append(lane.bars, n)
-				continue
+				return nil
 			}
 			if t := strings.TrimSpace(string(tok)); t != "" {
 				shape.texts = append(shape.texts, t)
 			}
 		}
-	}
-	return shape, nil
+		return nil
+	})
+	return shape, err
 }
 
 // --- The drawing, tested ---

@@ -1,8 +1,9 @@
 package interop
 
 // Shared test helpers: SDK clients wired to a RoundTripper, the SDKs'
-// request parameters, Bedrock's event-stream replies (their binary frames
-// need smithy's encoder), and a recorder for llmretry's attempt record.
+// request parameters, the SDKs' typed errors and streams read off a call,
+// Bedrock's event-stream replies (their binary frames need smithy's
+// encoder), and a recorder for llmretry's attempt record.
 // The scripted fake provider and the providers' other replies are
 // internal/testkit's (testkit.Provider, testkit.Reply): an in-memory
 // http.RoundTripper for synctest bubbles, and an http.Handler for
@@ -23,9 +24,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +42,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	goopenai "github.com/sashabaranov/go-openai"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	lcanthropic "github.com/tmc/langchaingo/llms/anthropic"
 	lcopenai "github.com/tmc/langchaingo/llms/openai"
@@ -284,27 +287,113 @@ func anthropicParams() anthropic.MessageNewParams {
 // geminiPrompt is a small generateContent prompt.
 func geminiPrompt() []*genai.Content { return genai.Text("Say hello.") }
 
+// openAIError sends openAIParams through client and returns the
+// *openai.Error the call fails with, or fails the test.
+func openAIError(t *testing.T, client openai.Client) *openai.Error {
+	t.Helper()
+	_, err := client.Chat.Completions.New(context.Background(), openAIParams())
+	var apiErr *openai.Error
+	require.ErrorAs(t, err, &apiErr)
+	return apiErr
+}
+
+// anthropicError sends anthropicParams through client and returns the
+// *anthropic.Error the call fails with, or fails the test.
+func anthropicError(t *testing.T, client anthropic.Client) *anthropic.Error {
+	t.Helper()
+	_, err := client.Messages.New(context.Background(), anthropicParams())
+	var apiErr *anthropic.Error
+	require.ErrorAs(t, err, &apiErr)
+	return apiErr
+}
+
+// --- Streams ---
+
+// streamParts is the answer every good stream here carries.
+var streamParts = []string{"Hel", "lo", "! How", " can I", " help?"}
+
+const streamText = "Hello! How can I help?"
+
+// openAIStreamText reads a chat completion stream to its end and returns
+// its text and the stream's error.
+func openAIStreamText(client openai.Client) (string, error) {
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openAIParams())
+	defer stream.Close()
+	var text strings.Builder
+	for stream.Next() {
+		for _, c := range stream.Current().Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	return text.String(), stream.Err()
+}
+
+// anthropicStreamText reads a Messages stream to its end and returns the
+// text of its deltas and the stream's error.
+func anthropicStreamText(t *testing.T, client anthropic.Client) (string, error) {
+	t.Helper()
+	stream := client.Messages.NewStreaming(context.Background(), anthropicParams())
+	defer stream.Close()
+	var text strings.Builder
+	var msg anthropic.Message
+	for stream.Next() {
+		ev := stream.Current()
+		require.NoError(t, msg.Accumulate(ev))
+		if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+			text.WriteString(ev.Delta.Text)
+		}
+	}
+	if stream.Err() == nil {
+		assert.Equal(t, anthropic.StopReasonEndTurn, msg.StopReason, "the stream ran to message_stop")
+	}
+	return text.String(), stream.Err()
+}
+
+// goOpenAIStreamText reads a go-openai stream to its end and returns the
+// text of its deltas and the first error other than io.EOF.
+func goOpenAIStreamText(stream *goopenai.ChatCompletionStream) (string, error) {
+	defer stream.Close()
+	var text strings.Builder
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return text.String(), nil
+		}
+		if err != nil {
+			return text.String(), err
+		}
+		for _, c := range chunk.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+}
+
+// geminiStreamText reads a GenerateContentStream to its end and returns
+// its text and the first error.
+func geminiStreamText(client *genai.Client) (string, error) {
+	var text strings.Builder
+	for chunk, err := range client.Models.GenerateContentStream(context.Background(), geminiModel, geminiPrompt(), nil) {
+		if err != nil {
+			return text.String(), err
+		}
+		text.WriteString(chunk.Text())
+	}
+	return text.String(), nil
+}
+
 // --- The record ---
 
-// recorder collects llmretry's attempt record (Policy.OnAttempt).
-type recorder struct {
-	mu       sync.Mutex
-	attempts []llmretry.Attempt
-}
+// recorder collects llmretry's attempt record: its on is a
+// Policy.OnAttempt, its All the attempts so far.
+type recorder struct{ testkit.Log[llmretry.Attempt] }
 
 // on is a Policy.OnAttempt.
-func (r *recorder) on(a llmretry.Attempt) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.attempts = append(r.attempts, a)
-}
+func (r *recorder) on(a llmretry.Attempt) { r.Add(a) }
 
 // retryIns returns each recorded attempt's RetryIn.
 func (r *recorder) retryIns() []time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var d []time.Duration
-	for _, a := range r.attempts {
+	for _, a := range r.All() {
 		d = append(d, a.RetryIn)
 	}
 	return d
@@ -312,10 +401,8 @@ func (r *recorder) retryIns() []time.Duration {
 
 // statuses returns each recorded attempt's status code (0 for an error).
 func (r *recorder) statuses() []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var s []int
-	for _, a := range r.attempts {
+	for _, a := range r.All() {
 		if a.Response != nil {
 			s = append(s, a.Response.StatusCode)
 		} else {
@@ -323,6 +410,15 @@ func (r *recorder) statuses() []int {
 		}
 	}
 	return s
+}
+
+// routes returns the route each recorded attempt took.
+func (r *recorder) routes() []int {
+	var rs []int
+	for _, a := range r.All() {
+		rs = append(rs, a.Route)
+	}
+	return rs
 }
 
 // stripShouldRetry is a RoundTripper that removes X-Should-Retry from every

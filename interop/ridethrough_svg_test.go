@@ -89,7 +89,13 @@ const (
 
 // xAt returns the x of time d on the axis of p.
 func (p ridePicture) xAt(d time.Duration) float64 {
-	return plotLeft + (plotRight-plotLeft)*d.Seconds()/p.deadline.Seconds()
+	return axisX(d, p.deadline, plotLeft, plotRight)
+}
+
+// axisX returns the x of time d on a time axis drawn from left (0) to
+// right (end); pacing.svg's axis too.
+func axisX(d, end time.Duration, left, right float64) float64 {
+	return left + (right-left)*d.Seconds()/end.Seconds()
 }
 
 // svgHeight returns the picture's height.
@@ -461,22 +467,13 @@ type svgRow struct {
 // error if it is not well-formed XML, or not an svg document.
 func parseRideThrough(svg string) (svgShape, error) {
 	var shape svgShape
-	d := xml.NewDecoder(strings.NewReader(svg))
 	var row *svgRow
-	depth, rowDepth := 0, 0
+	rowDepth := 0
 	var inText, inTitle bool
 	var mark bool // the open <title> belongs to a mark
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return shape, err
-		}
+	err := walkSVG(svg, func(tok xml.Token, depth int) error {
 		switch tok := tok.(type) {
 		case xml.StartElement:
-			depth++
 			attr := func(name string) string {
 				for _, a := range tok.Attr {
 					if a.Name.Local == name {
@@ -486,15 +483,12 @@ func parseRideThrough(svg string) (svgShape, error) {
 				return ""
 			}
 			if depth == 1 {
-				if tok.Name.Local != "svg" || tok.Name.Space != "http://www.w3.org/2000/svg" {
-					return shape, fmt.Errorf("root element %s %s, not svg", tok.Name.Space, tok.Name.Local)
-				}
 				shape.viewBox = attr("viewBox")
 			}
 			switch class := attr("class"); {
 			case tok.Name.Local == "g" && class == "row":
 				if row != nil {
-					return shape, errors.New("a row inside a row")
+					return errors.New("a row inside a row")
 				}
 				shape.rows = append(shape.rows, svgRow{classes: map[string]int{}})
 				row, rowDepth = &shape.rows[len(shape.rows)-1], depth
@@ -507,7 +501,7 @@ func parseRideThrough(svg string) (svgShape, error) {
 					}
 					v, err := strconv.ParseFloat(x, 64)
 					if err != nil {
-						return shape, fmt.Errorf("a %s mark at x %q: %v", class, x, err)
+						return fmt.Errorf("a %s mark at x %q: %v", class, x, err)
 					}
 					row.xs = append(row.xs, v)
 					mark = true
@@ -525,7 +519,6 @@ func parseRideThrough(svg string) (svgShape, error) {
 				inTitle, mark = false, false
 			}
 			inText = false
-			depth--
 		case xml.CharData:
 			switch {
 			case inText:
@@ -534,8 +527,38 @@ func parseRideThrough(svg string) (svgShape, error) {
 				row.titles = append(row.titles, string(tok))
 			}
 		}
+		return nil
+	})
+	return shape, err
+}
+
+// walkSVG decodes svg with encoding/xml and calls each with every token
+// and the depth of the element it is in or closes (the root at 1): an
+// error if svg is not well-formed XML or not an svg document, or each's.
+func walkSVG(svg string, each func(tok xml.Token, depth int) error) error {
+	d := xml.NewDecoder(strings.NewReader(svg))
+	depth := 0
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if start, ok := tok.(xml.StartElement); ok {
+			depth++
+			if depth == 1 && (start.Name.Local != "svg" || start.Name.Space != "http://www.w3.org/2000/svg") {
+				return fmt.Errorf("root element %s %s, not svg", start.Name.Space, start.Name.Local)
+			}
+		}
+		if err := each(tok, depth); err != nil {
+			return err
+		}
+		if _, ok := tok.(xml.EndElement); ok {
+			depth--
+		}
 	}
-	return shape, nil
 }
 
 // --- The drawing, tested ---
