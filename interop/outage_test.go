@@ -342,29 +342,36 @@ func plainChat(ctx context.Context, c *http.Client) error {
 // sendChat sends a chat completion request with reqBody through c and
 // checks the answer.
 func sendChat(ctx context.Context, c *http.Client, reqBody string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fakeOpenAIURL+"chat/completions", strings.NewReader(reqBody))
+	h := http.Header{"Authorization": {"Bearer " + dummyOpenAIKey}}
+	return postAnswer(ctx, c, fakeOpenAIURL+"chat/completions", reqBody, h, "choices")
+}
+
+// postAnswer POSTs the JSON body to url through c with header, and checks
+// that the answer is a 200 whose JSON has a non-empty array named list
+// (Chat Completions' "choices", Messages' "content").
+func postAnswer(ctx context.Context, c *http.Client, url, body string, header http.Header, list string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return err
 	}
+	req.Header = header.Clone()
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+dummyOpenAIKey)
 	resp, err := c.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return errors.New(resp.Status)
 	}
-	var answer struct {
-		Choices []struct{} `json:"choices"`
-	}
-	if err := json.Unmarshal(body, &answer); err != nil || len(answer.Choices) == 0 {
-		return fmt.Errorf("unreadable answer: %q", body)
+	var fields map[string]json.RawMessage
+	var items []json.RawMessage
+	if json.Unmarshal(answer, &fields) != nil || json.Unmarshal(fields[list], &items) != nil || len(items) == 0 {
+		return fmt.Errorf("unreadable answer: %q", answer)
 	}
 	return nil
 }

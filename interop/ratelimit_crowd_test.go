@@ -11,15 +11,12 @@ package interop
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -126,33 +123,9 @@ func tokenChat(ctx context.Context, c *http.Client) error {
 // plainMessage sends one Anthropic Messages request through c and checks
 // the answer.
 func plainMessage(ctx context.Context, c *http.Client) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fakeAnthropicURL+"v1/messages",
-		strings.NewReader(`{"model":"`+anthropicModel+`","max_tokens":1024,"messages":[{"role":"user","content":"Say hello."}]}`))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", dummyAnthropicKey)
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return errors.New(resp.Status)
-	}
-	var answer struct {
-		Content []struct{} `json:"content"`
-	}
-	if err := json.Unmarshal(body, &answer); err != nil || len(answer.Content) == 0 {
-		return fmt.Errorf("unreadable answer: %q", body)
-	}
-	return nil
+	h := http.Header{"X-Api-Key": {dummyAnthropicKey}, "Anthropic-Version": {"2023-06-01"}}
+	return postAnswer(ctx, c, fakeAnthropicURL+"v1/messages",
+		`{"model":"`+anthropicModel+`","max_tokens":1024,"messages":[{"role":"user","content":"Say hello."}]}`, h, "content")
 }
 
 // --- A run's figures ---
