@@ -11,7 +11,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/llmretry/llmretry v0.0.0-00010101000000-000000000000
+	github.com/llmretry/llmretry v0.1.0
 	github.com/openai/openai-go/v3 v3.100.0
 	github.com/sashabaranov/go-openai v1.43.0
 	github.com/stretchr/testify v1.12.1

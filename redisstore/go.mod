@@ -6,7 +6,7 @@ replace github.com/llmretry/llmretry => ../
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/llmretry/llmretry v0.0.0-00010101000000-000000000000
+	github.com/llmretry/llmretry v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
