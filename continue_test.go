@@ -3,7 +3,6 @@ package llmretry
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -18,9 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/llmretry/llmretry/coordination"
 	"github.com/llmretry/llmretry/internal/testkit"
-	"github.com/llmretry/llmretry/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -744,120 +741,4 @@ func TestContinueStreamsRegeneratesWithoutAPrefill(t *testing.T) {
 			})
 		})
 	}
-}
-
-// countingRefusals is a shared store (the in-process one) that counts the
-// calls to its store.PrefillRefusals.
-type countingRefusals struct {
-	store.Store
-	calls atomic.Int64
-}
-
-func (s *countingRefusals) RefusePrefill(ctx context.Context, key, model string, at time.Time, ttl time.Duration) error {
-	s.calls.Add(1)
-	return s.Store.(store.PrefillRefusals).RefusePrefill(ctx, key, model, at, ttl)
-}
-
-func (s *countingRefusals) PrefillRefused(ctx context.Context, key, model string, now time.Time) (time.Time, error) {
-	s.calls.Add(1)
-	return s.Store.(store.PrefillRefusals).PrefillRefused(ctx, key, model, now)
-}
-
-// refusingRoute is a route that refuses every prefill, and answers the
-// other requests of each call with a stream cut after "Hello wor", then
-// (the regeneration) the whole answer. It counts the prefills it was sent
-// per credential.
-type refusingRoute struct {
-	final    bool // its refusal says x-should-retry: false, as Anthropic's 400s do
-	mu       sync.Mutex
-	n        int
-	prefills map[string]int
-}
-
-func (r *refusingRoute) RoundTrip(req *http.Request) (*http.Response, error) {
-	b, _ := io.ReadAll(req.Body)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if strings.Contains(string(b), `"assistant"`) {
-		if r.prefills == nil {
-			r.prefills = map[string]int{}
-		}
-		r.prefills[req.Header.Get("Authorization")]++
-		resp := status(400, `{"type":"error","error":{"type":"invalid_request_error","message":"This model does not support assistant message prefill. The conversation must end with a user message."}}`)(req)
-		if r.final {
-			resp.Header.Set("X-Should-Retry", "false")
-		}
-		return resp, nil
-	}
-	r.n++
-	if r.n%2 == 1 {
-		return stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET)(req), nil
-	}
-	return stream(chatStream("c2", true, "Hello world!"), nil)(req), nil
-}
-
-// A refused prefill is remembered per provider key (host and credential)
-// and model: another credential on the same host is still sent one.
-// Coordinated, it is remembered through the store, for every Transport
-// (every process) that shares it: the second never sends one. The store
-// is asked only when a stream is cut: a call that succeeds never asks it.
-func TestContinueStreamsRefusalsPerKeyAndThroughCoordination(t *testing.T) {
-	const body = `{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`
-	p := Policy{RetryStreams: true, ContinueStreams: true}
-	call := func(t *testing.T, rt http.RoundTripper, credential string) {
-		t.Helper()
-		req := testkit.StainlessPost(t, testURL, body)
-		req.Header.Set("Authorization", "Bearer "+credential)
-		resp, err := rt.RoundTrip(req)
-		require.NoError(t, err)
-		got, err := readAll(resp)
-		require.NoError(t, err)
-		text, _, _, _ := chatText(t, got)
-		assert.Equal(t, "Hello world!", text)
-	}
-	t.Run("per credential", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			route := &refusingRoute{}
-			rt := mustNew(t, route, p)
-			for _, cred := range []string{"sk-A", "sk-A", "sk-B", "sk-B"} {
-				call(t, rt, cred)
-			}
-			assert.Equal(t, map[string]int{"Bearer sk-A": 1, "Bearer sk-B": 1}, route.prefills, "one refusal per key")
-		})
-	})
-	t.Run("x-should-retry: false", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			route := &refusingRoute{final: true}
-			var rec recorder
-			q := p
-			q.OnAttempt = rec.on
-			rt := mustNew(t, route, q)
-			call(t, rt, "sk-A")
-			call(t, rt, "sk-A")
-			assert.Equal(t, map[string]int{"Bearer sk-A": 1}, route.prefills, "the provider's last word on the prefill, not on the call")
-			require.Greater(t, rec.count(), 1)
-			assert.Equal(t, "prefill refused, regenerating", rec.attempts[1].Moved)
-		})
-	})
-	t.Run("through the store", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			shared := &countingRefusals{Store: coordination.NewMemoryStore()}
-			route := &refusingRoute{}
-			one, err := NewCoordinated(route, p, coordination.Config{Store: shared})
-			require.NoError(t, err)
-			two, err := NewCoordinated(route, p, coordination.Config{Store: shared})
-			require.NoError(t, err)
-
-			healthy := &streams{replies: []func(*http.Request) *http.Response{stream(chatStream("c1", true, "Hello world!"), nil)}}
-			ok, err := NewCoordinated(healthy, p, coordination.Config{Store: shared})
-			require.NoError(t, err)
-			call(t, ok, "sk-A")
-			assert.Zero(t, shared.calls.Load(), "a call that succeeds asks the store nothing")
-
-			call(t, one, "sk-A")
-			call(t, two, "sk-A")
-			assert.Equal(t, map[string]int{"Bearer sk-A": 1}, route.prefills, "one prefill for every Transport that shares the store")
-			assert.Positive(t, shared.calls.Load())
-		})
-	})
 }
