@@ -537,6 +537,15 @@ func hold(ctx context.Context, a Admission, lanes []lane) (int, error) {
 			}
 		}
 	}()
+	// A process that learnt a key's limit on calls in flight (a notice,
+	// another call's 429) tells the store its attempts in flight without
+	// a lease as soon as a call of it meets the key, not at its first
+	// send under the limit (after the server's wait): by then some may
+	// have ended, and a count told then raises the limit only to what is
+	// left in flight.
+	for i := range lanes {
+		lanes[i].cc.co.tally(ctx, lanes[i].cc.k, time.Now())
+	}
 	first := &lanes[0]
 	n, latest := a.N, a.Latest
 	refuse := func(l *lane, g gate, now time.Time) error {

@@ -159,6 +159,60 @@ func TestCoordinatedCutCountsRefusalsOfAQuietView(t *testing.T) {
 	})
 }
 
+// A process that learns of a limit on calls in flight (another's cut)
+// tells the store its attempts in flight without a lease as its next call
+// meets the key, not at that call's first send after the server's wait:
+// the provider takes 4; A and B each send 2 at once (B's first answered
+// at 1 s, the others at 2 s); A's third, at 0.5 s, is refused, and A's
+// cut counts its own 2 alone (B's not told yet). B's third call, at 0.6
+// s, is held for the server's wait (until 1.5 s); told then, B's count
+// (1 left) would raise the limit to 3. Told at 0.6 s, it raises it to
+// the 4 in flight.
+func TestCoordinatedLearntLimitTellsTheCountAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		p := &refusing{start: start, max: 4, gen: 2 * time.Second}
+		st := coordination.NewMemoryStore()
+		policy := llmretry.Policy{Waits: hostWaits, Reserve: time.Minute}
+		a := coordinated(t, p, policy, coordination.Config{Store: st})
+		b := coordinated(t, p, policy, coordination.Config{Store: st})
+		answerIn := func(d func(i int) time.Duration) func(int, *http.Request) {
+			return func(i int, req *http.Request) {
+				req.Header.Set(answerInHeader, d(i).String())
+				req.Header.Set(refuseInHeader, "10ms")
+			}
+		}
+		var wg sync.WaitGroup
+		var results []callResult
+		var mu sync.Mutex
+		run := func(rt http.RoundTripper, after time.Duration, n int, d func(int) time.Duration) {
+			wg.Go(func() {
+				time.Sleep(after)
+				r := callMany(t, rt, start, n, 0, 10*time.Minute, answerIn(d))
+				mu.Lock()
+				defer mu.Unlock()
+				results = append(results, r...)
+			})
+		}
+		twoS := func(int) time.Duration { return 2 * time.Second }
+		run(a, 0, 2, twoS)
+		run(b, 0, 2, func(i int) time.Duration { return time.Duration(1+i) * time.Second })
+		synctest.Wait()
+		run(a, 500*time.Millisecond, 1, twoS)
+		run(b, 600*time.Millisecond, 1, twoS)
+		var limit int
+		wg.Go(func() {
+			time.Sleep(1200 * time.Millisecond)
+			limit = load(t, st, "api.example.com").Cap(time.Now())
+		})
+		wg.Wait()
+		for _, r := range results {
+			require.NoError(t, r.err)
+		}
+		assert.Equal(t, 4, limit, "the limit on calls in flight: the 4 the provider took")
+	})
+}
+
 // slowReports is a store whose Reports take d: the reporting process's
 // view of the key learns each report d after it was sent.
 type slowReports struct {
@@ -171,12 +225,16 @@ func (s slowReports) Report(ctx context.Context, key string, r store.Report) (st
 	return s.Store.Report(ctx, key, r)
 }
 
-// refuseInHeader carries, on a request to a refusing provider, how long
-// its 429 takes (a Go duration).
-const refuseInHeader = "X-Refuse-In"
+// refuseInHeader and answerInHeader carry, on a request to a refusing
+// provider, how long its 429 takes, and its answer if admitted (Go
+// durations; the provider's gen if none).
+const (
+	refuseInHeader = "X-Refuse-In"
+	answerInHeader = "X-Answer-In"
+)
 
 // refusing is a provider that takes at most max requests in flight, each
-// answered gen after it arrived, and refuses the others with 429
+// answered gen (or its answerInHeader) after it arrived, and refuses the others with 429
 // Retry-After: 1 (Anthropic's concurrency limit) after the request's
 // refuseInHeader.
 type refusing struct {
@@ -215,7 +273,11 @@ func (p *refusing) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.inFlight--
 		p.mu.Unlock()
 	}()
-	if err := clock.Sleep(req.Context(), p.gen); err != nil {
+	gen := p.gen
+	if d, err := time.ParseDuration(req.Header.Get(answerInHeader)); err == nil {
+		gen = d
+	}
+	if err := clock.Sleep(req.Context(), gen); err != nil {
 		return nil, err
 	}
 	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), ContentLength: -1, Request: req}, nil
