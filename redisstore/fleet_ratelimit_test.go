@@ -137,7 +137,8 @@ func TestFleetRateLimit(t *testing.T) {
 		for p := range cfgs {
 			cfgs[p] = fleet.Config{Proc: p, Procs: rateProcs, Calls: rateCallsPerProc, Start: r.start,
 				Provider: r.prov.URL, Redis: r.srv.Addr, Prefix: pfx, Deadline: rateDeadline,
-				Waits: hostWaits, Reserve: time.Minute, Anthropic: !sc.spec.OpenAI, Timeout: rateRedisTimeout, Spread: sc.spread}
+				Waits: hostWaits, Reserve: time.Minute, Anthropic: !sc.spec.OpenAI, Timeout: rateRedisTimeout, Spread: sc.spread,
+				Trace: os.Getenv("LLMRETRY_FLEET_TRACE") != ""}
 		}
 		r.tr = startTrace(t, sc.id, r.srv.Addr, pfx, r.prov, r.start)
 		wg.Go(func() {
@@ -168,6 +169,9 @@ func TestFleetRateLimit(t *testing.T) {
 			t.Logf("%s, %d processes × %d calls through Redis: %s; took %v; Redis ran %s; left in Redis after the run: %s",
 				sc.name, rateProcs, rateCallsPerProc, fig, r.took.Round(100*time.Millisecond), commandStats(t, r.srv.Addr), r.tr.left)
 
+			for _, l := range fig.late {
+				t.Logf("late 429: %s", l)
+			}
 			require.Len(t, res, rateProcs*rateCallsPerProc, "results")
 			assert.Equal(t, len(res), fig.answered, "calls answered")
 			for _, r := range res {
@@ -196,7 +200,8 @@ type rateFigures struct {
 	p50, p95, most  time.Duration
 	idealP95        time.Duration
 	mostAttempts    int
-	fallbacks       int // times a process's Redis calls began to fail (it coordinated alone a while)
+	fallbacks       int      // times a process's Redis calls began to fail (it coordinated alone a while)
+	late            []string // each 429 counted in refusedKnown: who sent it, when, and what the provider held then
 }
 
 func (f rateFigures) String() string {
@@ -240,6 +245,12 @@ func rateFiguresOf(spec fleet.RateSpec, spread time.Duration, recs []fleet.RateR
 	}
 	f.idealP95 = percentile(idealTimes(spec, len(res), spread), 95)
 
+	var base time.Time // the first call's arrival: the figures' times count from it
+	for _, r := range res {
+		if base.IsZero() || r.Start.Before(base) {
+			base = r.Start
+		}
+	}
 	knew := map[int]time.Time{} // process → when it first knew
 	type callID struct{ proc, call int }
 	arrived := map[callID]time.Time{} // when each call arrived
@@ -286,10 +297,31 @@ func rateFiguresOf(spec fleet.RateSpec, spread time.Duration, recs []fleet.RateR
 		blind := r.Sent.Equal(firstSent[id]) && !arrived[id].After(knew[r.Proc])
 		if k, ok := knew[r.Proc]; ok && sent.After(k) && !blind {
 			f.refusedKnown++
+			f.late = append(f.late, lateOf(r, recs, arrived[id], k, base))
 		}
 	}
 	f.throughput, f.waited = throughputOf(spec, recs)
 	return f
+}
+
+// lateOf describes a 429 counted among those sent after its process knew
+// (r, of the call that arrived at arrived, its process knowing from knew),
+// with the provider's records recs, times from base: which attempt of
+// which call it was, when it was sent, and how many requests the provider
+// held when it arrived (admitted, not yet answered).
+func lateOf(r fleet.RateRecord, recs []fleet.RateRecord, arrived, knew, base time.Time) string {
+	n, held := 0, 0
+	for _, o := range recs {
+		if o.Proc == r.Proc && o.Call == r.Call && !o.Sent.After(r.Sent) {
+			n++
+		}
+		if o.Admitted && !o.At.After(r.At) && (o.Left.IsZero() || o.Left.After(r.At)) {
+			held++
+		}
+	}
+	at := func(t time.Time) string { return fmt.Sprintf("%+.3fs", t.Sub(base).Seconds()) }
+	return fmt.Sprintf("process %d call %d (arrived %s) attempt %d sent %s, arrived %s, its process knew from %s; the provider held %d",
+		r.Proc, r.Call, at(arrived), n, at(r.Sent), at(r.At), at(knew), held)
 }
 
 // percentile returns the p-th percentile of times by nearest rank.
@@ -439,9 +471,12 @@ func TestRateFigures(t *testing.T) {
 // counted, and the provider's own count of requests in flight, a line per
 // change (every 100 ms at most). Written to $LLMRETRY_FLEET_TRACE/NAME.txt
 // if that variable names a folder, with each process's log records (a fall
-// back to in-process coordination, and back) among the lines; what the key
-// still holds after the run (send leases and tallies live then: none, if
-// every lease was released where it was taken) is logged either way.
+// back to in-process coordination, and back; each of its attempts' results
+// and holds, fleet.Config.Trace), each request the provider took or
+// refused and when each process first knew of the limit among the lines
+// (to the millisecond); what the key still holds after the run (send
+// leases and tallies live then: none, if every lease was released where it
+// was taken) is logged either way.
 type rateTrace struct {
 	t     *testing.T
 	name  string // the scenario's
@@ -566,10 +601,27 @@ func (tr *rateTrace) stop(ps []fleet.Process) {
 			}
 		}
 	}
+	for _, r := range tr.prov.Records() {
+		what := "admitted"
+		if !r.Admitted {
+			what = "refused"
+		}
+		lines = append(lines, traceLine{r.At, fmt.Sprintf("provider: process %d call %d %s (sent %+.3fs, arrived %+.3fs, left %+.3fs)",
+			r.Proc, r.Call, what, r.Sent.Sub(tr.start).Seconds(), r.At.Sub(tr.start).Seconds(), r.Left.Sub(tr.start).Seconds())})
+	}
+	for i, p := range ps {
+		var knew time.Time
+		for _, r := range p.Results {
+			knew = r.Knew
+		}
+		if !knew.IsZero() {
+			lines = append(lines, traceLine{knew, fmt.Sprintf("process %d knew of the limit", i)})
+		}
+	}
 	slices.SortStableFunc(lines, func(a, b traceLine) int { return a.at.Compare(b.at) })
 	var b strings.Builder
 	for _, l := range lines {
-		fmt.Fprintf(&b, "%+7.1fs %s\n", l.at.Sub(tr.start).Seconds(), l.text)
+		fmt.Fprintf(&b, "%+8.3fs %s\n", l.at.Sub(tr.start).Seconds(), l.text)
 	}
 	name := strings.NewReplacer("/", "-", " ", "_").Replace(tr.t.Name() + "/" + tr.name)
 	if err := os.WriteFile(dir+"/"+name+".txt", []byte(b.String()), 0o644); err != nil {

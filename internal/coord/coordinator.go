@@ -149,10 +149,11 @@ type keyState struct {
 	// high while an attempt takes its lease (a high count told to the
 	// store raised the limit on calls in flight above the provider's).
 	unleasedIn inflight
-	cost       atomic.Int64 // tokens one request is known to take (0: unknown)
-	tallied    atomic.Int64 // the count of unleased attempts last told to the store; -1: tell the next
-	tmu        sync.Mutex   // orders the counts told to the store (tallyInto)
-	woken      atomic.Int64 // held calls woken, ever: what a change costs
+	cost       atomic.Int64  // tokens one request is known to take (0: unknown)
+	tallied    atomic.Int64  // the count of unleased attempts last told to the store; -1: tell the next
+	counts     atomic.Uint64 // how many counts of them were taken to tell the store (tallyInto)
+	tmu        sync.Mutex    // orders the counts told to the store (tallyInto)
+	woken      atomic.Int64  // held calls woken, ever: what a change costs
 
 	// After the shared store failed for the key: fellBack says the key
 	// used the in-process fallback since it last used the shared store;
@@ -704,9 +705,12 @@ func (co *Coordinator) tallyInto(k *keyState, r *store.Report, now time.Time) {
 	k.tmu.Lock()
 	n := k.unleased()
 	r.Owner, r.Unleased, r.Seq = co.owner, n, co.seq.Add(1)
+	// With the count, so that an attempt that ends after it reads the
+	// count that held it (tally, Call.Report).
+	k.tallied.Store(int64(n))
+	k.counts.Add(1)
 	k.tmu.Unlock()
 	r.TallyUntil = now.Add(capLifeMul * co.cfg.ProbeInterval)
-	k.tallied.Store(int64(n))
 }
 
 // tally brings the store's count of k's attempts this process has in

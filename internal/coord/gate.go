@@ -44,6 +44,7 @@ type Call struct {
 	send      string    // the send lease of an attempt under a limit on calls in flight
 	sentAt    time.Time // when the latest attempt went
 	sending   int       // its stripe of the key's count of attempts in flight without a lease
+	countsAt  uint64    // the key's counts taken (keyState.counts) as its latest attempt began without a lease
 	notBefore time.Time // the call's own server wait: its next attempt goes no sooner
 
 	// Together, so that the Call stays in the allocation size class it had
@@ -52,6 +53,7 @@ type Call struct {
 	leased   bool // the latest attempt went under a send lease
 	refused  bool // its lease (send) is kept until Report tells its 429
 	counted  bool // the latest attempt is counted in flight (begun, not ended)
+	told     bool // the latest attempt, sent without a lease, was held by a count told to the store (see Report)
 	turn     bool // the latest attempt went at a turn its key's pace or lesson gave it
 }
 
@@ -139,6 +141,9 @@ func (cc *Call) Admit(ctx context.Context, a Admission) (bool, error) {
 // the others by their leases).
 func (cc *Call) Begin() {
 	if cc.send == "" {
+		// Read before it is counted: a count taken after this read, and
+		// before it ends, may hold it (see End, Report).
+		cc.countsAt = cc.k.counts.Load()
 		cc.sending, _ = cc.k.unleasedIn.enter()
 	}
 	cc.sentAt, cc.counted = time.Now(), true
@@ -158,6 +163,7 @@ func (cc *Call) End(ctx context.Context, resp *http.Response) {
 	cc.leased = cc.send != ""
 	if !cc.leased {
 		cc.k.unleasedIn.leave(cc.sending)
+		cc.told = cc.k.counts.Load() != cc.countsAt
 	}
 	cc.counted = false
 	if cc.leased && resp != nil && resp.StatusCode == http.StatusTooManyRequests {
@@ -169,9 +175,13 @@ func (cc *Call) End(ctx context.Context, resp *http.Response) {
 		return
 	}
 	if !cc.leased {
-		if !cc.k.quiet() {
+		if !cc.k.quiet() || cc.k.tallied.Load() != 0 {
 			// An attempt sent without a lease ended: the store's count of
-			// them, if it keeps one, goes down.
+			// them, if it keeps one, goes down. It keeps one if this
+			// process told it a count, even while this process's view of
+			// the key is still quiet (the reply to the report that told
+			// it not in yet, on a loaded store): a count left high there
+			// would stand in the next cut.
 			cc.co.tally(ctx, cc.k, time.Now())
 			cc.k.wakeRoom(1)
 		}
@@ -527,6 +537,15 @@ func hold(ctx context.Context, a Admission, lanes []lane) (int, error) {
 			}
 		}
 	}()
+	// A process that learnt a key's limit on calls in flight (a notice,
+	// another call's 429) tells the store its attempts in flight without
+	// a lease as soon as a call of it meets the key, not at its first
+	// send under the limit (after the server's wait): by then some may
+	// have ended, and a count told then raises the limit only to what is
+	// left in flight.
+	for i := range lanes {
+		lanes[i].cc.co.tally(ctx, lanes[i].cc.k, time.Now())
+	}
 	first := &lanes[0]
 	n, latest := a.N, a.Latest
 	refuse := func(l *lane, g gate, now time.Time) error {
@@ -874,8 +893,15 @@ func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 	// Refused with no published limit spent, with other calls in flight:
 	// they are too many. The store counts them: this process's without a
 	// lease (its tally, sent with the cut), and the fleet's leases and
-	// tallies.
-	cut := o.Status == http.StatusTooManyRequests && !spent && inFlight >= 2
+	// tallies. A refused attempt that a count of this process's told the
+	// store held (sent without a lease, counted by a cut as in flight) cuts
+	// again, whatever this process's view shows (still quiet, on a loaded
+	// store, while its own cuts are on their way): the cut that counted it
+	// set the limit with it, and only a later cut takes it out (as a
+	// leased attempt's lease is ended by its report before the count).
+	told := !cc.leased && cc.told
+	cc.told = false
+	cut := o.Status == http.StatusTooManyRequests && !spent && (inFlight >= 2 || told)
 	// A 429 at the turn a pace or lesson gave the attempt is the pace's
 	// error, unless it cuts the calls in flight: then their number, not
 	// the rate, was wrong.

@@ -109,6 +109,180 @@ func TestCoordinatedLimitsCallsInFlight(t *testing.T) {
 	})
 }
 
+// Two processes meet a concurrency limit of 2 through one store whose
+// reports take 50 ms (a loaded Redis): process A sends 3 calls (2
+// admitted for 2 s, one refused), then process B 4 calls, all refused 10,
+// 11, 12 and 13 ms after they left, before any of B's reports is answered
+// (its view of the key still quiet). B's reports cut the key as they go;
+// its last two refusals leave fewer than 2 of its own in flight, and its
+// view shows no others: they must still take the count again, and tell the
+// store B's attempts ended, or the limit stays at a count that held B's
+// refused attempts (4), B's tally with it, and the retries sent after the
+// server's wait (1 s) go past the provider's 2 (the fleet test's late
+// 429s, redisstore TestFleetRateLimit/concurrency). The limit is the 2
+// the provider took; no attempt sent under it is refused.
+func TestCoordinatedCutCountsRefusalsOfAQuietView(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		p := &refusing{start: start, max: 2, gen: 2 * time.Second}
+		st := coordination.NewMemoryStore()
+		slow := slowReports{Store: st, d: 50 * time.Millisecond}
+		policy := llmretry.Policy{Waits: hostWaits, Reserve: time.Minute}
+		a := coordinated(t, p, policy, coordination.Config{Store: slow})
+		b := coordinated(t, p, policy, coordination.Config{Store: slow})
+		refuseIn := func(d func(i int) time.Duration) func(int, *http.Request) {
+			return func(i int, req *http.Request) { req.Header.Set(refuseInHeader, d(i).String()) }
+		}
+		var wg sync.WaitGroup
+		var ra, rb []callResult
+		wg.Go(func() {
+			ra = callMany(t, a, start, 3, 0, 10*time.Minute, refuseIn(func(int) time.Duration { return 5 * time.Millisecond }))
+		})
+		wg.Go(func() {
+			time.Sleep(time.Millisecond)
+			rb = callMany(t, b, start, 4, 0, 10*time.Minute, refuseIn(func(i int) time.Duration { return time.Duration(10+i) * time.Millisecond }))
+		})
+		var limit int
+		wg.Go(func() {
+			time.Sleep(500 * time.Millisecond) // every report of the first crowd told
+			limit = load(t, st, "api.example.com").Cap(time.Now())
+		})
+		wg.Wait()
+		for _, r := range append(ra, rb...) {
+			require.NoError(t, r.err)
+		}
+		assert.Equal(t, 2, limit, "the limit on calls in flight: the 2 the provider took")
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		assert.Len(t, p.refused, 5, "the first crowd's refusals, and no more")
+		assert.Equal(t, 2, p.most)
+	})
+}
+
+// A process that learns of a limit on calls in flight (another's cut)
+// tells the store its attempts in flight without a lease as its next call
+// meets the key, not at that call's first send after the server's wait:
+// the provider takes 4; A and B each send 2 at once (B's first answered
+// at 1 s, the others at 2 s); A's third, at 0.5 s, is refused, and A's
+// cut counts its own 2 alone (B's not told yet). B's third call, at 0.6
+// s, is held for the server's wait (until 1.5 s); told then, B's count
+// (1 left) would raise the limit to 3. Told at 0.6 s, it raises it to
+// the 4 in flight.
+func TestCoordinatedLearntLimitTellsTheCountAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		p := &refusing{start: start, max: 4, gen: 2 * time.Second}
+		st := coordination.NewMemoryStore()
+		policy := llmretry.Policy{Waits: hostWaits, Reserve: time.Minute}
+		a := coordinated(t, p, policy, coordination.Config{Store: st})
+		b := coordinated(t, p, policy, coordination.Config{Store: st})
+		answerIn := func(d func(i int) time.Duration) func(int, *http.Request) {
+			return func(i int, req *http.Request) {
+				req.Header.Set(answerInHeader, d(i).String())
+				req.Header.Set(refuseInHeader, "10ms")
+			}
+		}
+		var wg sync.WaitGroup
+		var results []callResult
+		var mu sync.Mutex
+		run := func(rt http.RoundTripper, after time.Duration, n int, d func(int) time.Duration) {
+			wg.Go(func() {
+				time.Sleep(after)
+				r := callMany(t, rt, start, n, 0, 10*time.Minute, answerIn(d))
+				mu.Lock()
+				defer mu.Unlock()
+				results = append(results, r...)
+			})
+		}
+		twoS := func(int) time.Duration { return 2 * time.Second }
+		run(a, 0, 2, twoS)
+		run(b, 0, 2, func(i int) time.Duration { return time.Duration(1+i) * time.Second })
+		synctest.Wait()
+		run(a, 500*time.Millisecond, 1, twoS)
+		run(b, 600*time.Millisecond, 1, twoS)
+		var limit int
+		wg.Go(func() {
+			time.Sleep(1200 * time.Millisecond)
+			limit = load(t, st, "api.example.com").Cap(time.Now())
+		})
+		wg.Wait()
+		for _, r := range results {
+			require.NoError(t, r.err)
+		}
+		assert.Equal(t, 4, limit, "the limit on calls in flight: the 4 the provider took")
+	})
+}
+
+// slowReports is a store whose Reports take d: the reporting process's
+// view of the key learns each report d after it was sent.
+type slowReports struct {
+	store.Store
+	d time.Duration
+}
+
+func (s slowReports) Report(ctx context.Context, key string, r store.Report) (store.Facts, error) {
+	time.Sleep(s.d)
+	return s.Store.Report(ctx, key, r)
+}
+
+// refuseInHeader and answerInHeader carry, on a request to a refusing
+// provider, how long its 429 takes, and its answer if admitted (Go
+// durations; the provider's gen if none).
+const (
+	refuseInHeader = "X-Refuse-In"
+	answerInHeader = "X-Answer-In"
+)
+
+// refusing is a provider that takes at most max requests in flight, each
+// answered gen (or its answerInHeader) after it arrived, and refuses the others with 429
+// Retry-After: 1 (Anthropic's concurrency limit) after the request's
+// refuseInHeader.
+type refusing struct {
+	start time.Time
+	max   int
+	gen   time.Duration
+
+	mu       sync.Mutex
+	inFlight int
+	most     int             // the most in flight at once
+	refused  []time.Duration // arrivals, since start
+}
+
+func (p *refusing) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	p.mu.Lock()
+	if p.inFlight >= p.max {
+		p.refused = append(p.refused, time.Since(p.start))
+		p.mu.Unlock()
+		d, _ := time.ParseDuration(req.Header.Get(refuseInHeader))
+		if err := clock.Sleep(req.Context(), d); err != nil {
+			return nil, err
+		}
+		body := `{"type":"error","error":{"type":"rate_limit_error","message":"Number of concurrent connections has exceeded your rate limit."}}`
+		return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: http.Header{"Retry-After": {"1"}, "Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1, Request: req}, nil
+	}
+	p.inFlight++
+	p.most = max(p.most, p.inFlight)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.inFlight--
+		p.mu.Unlock()
+	}()
+	gen := p.gen
+	if d, err := time.ParseDuration(req.Header.Get(answerInHeader)); err == nil {
+		gen = d
+	}
+	if err := clock.Sleep(req.Context(), gen); err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), ContentLength: -1, Request: req}, nil
+}
+
 // A call whose turn under a pace comes after the last instant it may send
 // ends at once, without sending, and says why.
 func TestCoordinatedPaceGivesUpPastItsLimit(t *testing.T) {

@@ -82,6 +82,10 @@ type Config struct {
 	// Policy.Fallback routes them there (RouteTo from Provider, with a key
 	// of its own).
 	Fallback string
+	// Trace logs each attempt's result and each hold (records whose
+	// message begins with "trace: ", for a test's trace file: see
+	// Process.Logs).
+	Trace bool
 }
 
 // Result is what became of one call.
@@ -150,6 +154,12 @@ func Run(cfg Config, out, logs io.Writer) error {
 		attempts = map[string]*Result{}
 		knew     time.Time
 	)
+	tracer := slog.New(slog.NewJSONHandler(logs, nil))
+	trace := func(format string, args ...any) {
+		if cfg.Trace {
+			tracer.Info("trace: " + fmt.Sprintf(format, args...))
+		}
+	}
 	learn := func() { // with mu held
 		if knew.IsZero() {
 			knew = time.Now()
@@ -171,12 +181,22 @@ func Run(cfg Config, out, logs io.Writer) error {
 			if a.Response != nil && a.Response.StatusCode == http.StatusTooManyRequests {
 				learn()
 			}
+			status := 0
+			if a.Response != nil {
+				status = a.Response.StatusCode
+			}
+			trace("call %s attempt %d: %d (retry in %v)", a.Request.Header.Get(callHeader), a.N, status, a.RetryIn)
 		},
 	}
-	coord.OnHold = func(coordination.Hold) {
+	coord.OnHold = func(h coordination.Hold) {
 		mu.Lock()
 		defer mu.Unlock()
 		learn()
+		if h.End.IsZero() {
+			trace("call %s attempt %d held: %s", h.Request.Header.Get(callHeader), h.N, h.Reason)
+		} else {
+			trace("call %s attempt %d hold ended: %s after %v", h.Request.Header.Get(callHeader), h.N, h.Outcome, h.End.Sub(h.Start).Round(time.Millisecond))
+		}
 	}
 	if len(cfg.Waits) > 0 {
 		policy.Waits, policy.Reserve = cfg.Waits, cfg.Reserve
