@@ -77,7 +77,7 @@ func TestCoordinatedPacesASpentRateLimit(t *testing.T) {
 func TestCoordinatedLimitsCallsInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const calls, gen = 60, 2 * time.Second
-		s := &slots{start: time.Now(), max: 8, gen: gen}
+		s := &refusing{start: time.Now(), max: 8, gen: gen}
 		var h holds
 		st := coordination.NewMemoryStore()
 		rt, err := llmretry.NewCoordinated(s, llmretry.Policy{Waits: hostWaits, Reserve: time.Minute}, coordination.Config{OnHold: h.Add, Store: st})
@@ -233,10 +233,12 @@ const (
 	answerInHeader = "X-Answer-In"
 )
 
-// refusing is a provider that takes at most max requests in flight, each
-// answered gen (or its answerInHeader) after it arrived, and refuses the others with 429
-// Retry-After: 1 (Anthropic's concurrency limit) after the request's
-// refuseInHeader.
+// refusing is an in-memory provider enforcing a limit on requests in
+// flight the way Anthropic does: it takes at most max at once, each
+// answered gen (or its answerInHeader) after it arrived, and refuses the
+// others with 429 "Number of concurrent connections has exceeded your
+// rate limit" and retry-after: 1, at once (or after the request's
+// refuseInHeader).
 type refusing struct {
 	start time.Time
 	max   int
@@ -466,48 +468,6 @@ func (b *bucket) refusedAfter(at time.Duration) int {
 		}
 	}
 	return n
-}
-
-// slots is an in-memory provider enforcing a limit on requests in flight
-// the way Anthropic does: the one over it is refused at once with 429
-// "Number of concurrent connections has exceeded your rate limit" and
-// retry-after: 1; an admitted one is answered gen after it arrives.
-type slots struct {
-	start time.Time
-	max   int
-	gen   time.Duration
-
-	mu       sync.Mutex
-	inFlight int
-	most     int             // the most in flight at once
-	refused  []time.Duration // arrivals, since start
-}
-
-func (s *slots) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-		req.Body.Close()
-	}
-	s.mu.Lock()
-	if s.inFlight >= s.max {
-		s.refused = append(s.refused, time.Since(s.start))
-		s.mu.Unlock()
-		body := `{"type":"error","error":{"type":"rate_limit_error","message":"Number of concurrent connections has exceeded your rate limit."}}`
-		return &http.Response{StatusCode: 429, Status: "429 Too Many Requests", Header: http.Header{"Retry-After": {"1"}, "Content-Type": {"application/json"}},
-			Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1, Request: req}, nil
-	}
-	s.inFlight++
-	s.most = max(s.most, s.inFlight)
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.inFlight--
-		s.mu.Unlock()
-	}()
-	if err := clock.Sleep(req.Context(), s.gen); err != nil {
-		return nil, err
-	}
-	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"ok":true}`)), ContentLength: -1, Request: req}, nil
 }
 
 // What a key's 429s teach it (taught.go) through coordinated Transports,
