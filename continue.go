@@ -32,24 +32,14 @@ var ErrStreamCut = errors.New("llmretry: the stream broke before its end")
 var strategyNames = [...]string{wire.Resume: "resume", wire.Prefill: "prefill", wire.PrefillPrefix: "prefill", wire.Regenerate: "regenerate"}
 
 // resumer is what continuing a committed stream needs of the call that
-// committed it: its request, its Transport's parts, and where the call
-// stands (attempts, retries, route). It lives as long as the stream's body.
+// committed it (its commit, whose n, retries, route, taken and at move on
+// with each continuation), and what it learns on the way. It lives as
+// long as the stream's body.
 type resumer struct {
-	t       *Transport // its memory of the routes that refuse prefill (nil for a call made by hand in tests)
-	f       *flight
-	base    http.RoundTripper
-	p       *Policy
-	req     *http.Request                 // the caller's
-	first   *http.Request                 // the first attempt as sent
-	at      *http.Request                 // the latest attempt that answered the stream (on route): the committed one, then its continuation
-	getBody func() (io.ReadCloser, error) // the request's body, again
-	keepers coord.Gatekeepers
-
-	n, retries, route int   // the call so far: attempts, retries of its round, the route that committed
-	committed         int   // the attempts made when the stream was committed: n less it continued it
-	taken             []int // the routes the call took (its record's)
-	api               wire.API
-	body              []byte // the request's body, read at the first cut; nil until then
+	commit
+	committed int    // the attempts made when the stream was committed: n less it continued it
+	api       wire.API
+	body      []byte // the request's body, read at the first cut; nil until then
 }
 
 // commit is the call that committed a stream, as continuing it needs it:
@@ -61,7 +51,7 @@ type commit struct {
 	p       *Policy
 	req     *http.Request // the caller's
 	first   *http.Request // the first attempt as sent
-	at      *http.Request // the attempt that committed the stream; nil: first
+	at      *http.Request // the latest attempt that answered the stream (on its route); nil: first
 	getBody func() (io.ReadCloser, error)
 	keepers coord.Gatekeepers
 
@@ -87,12 +77,11 @@ func (c *call) answer(resp *http.Response, err error) (*http.Response, error) {
 
 // resumer returns what continuing the stream cm committed needs.
 func (cm commit) resumer() *resumer {
-	at := cm.at
-	if at == nil {
-		at = cm.first
+	k := &resumer{commit: cm, committed: cm.n, api: wire.APIOf(cm.req.Method, cm.req.URL)}
+	if k.at == nil {
+		k.at = cm.first
 	}
-	return &resumer{t: cm.t, f: cm.f, base: cm.base, p: cm.p, req: cm.req, first: cm.first, at: at, getBody: cm.getBody, keepers: cm.keepers,
-		n: cm.n, committed: cm.n, retries: cm.retries, route: cm.route, taken: cm.taken, api: wire.APIOf(cm.req.Method, cm.req.URL)}
+	return k
 }
 
 // cut returns the error a stream that broke for cause, and was not
