@@ -37,7 +37,7 @@ var strategyNames = [...]string{wire.Resume: "resume", wire.Prefill: "prefill", 
 // long as the stream's body.
 type resumer struct {
 	commit
-	committed int    // the attempts made when the stream was committed: n less it continued it
+	committed int // the attempts made when the stream was committed: n less it continued it
 	api       wire.API
 	body      []byte // the request's body, read at the first cut; nil until then
 }
