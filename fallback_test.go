@@ -62,16 +62,19 @@ func routesOf(rec *recorder) []int {
 	return rs
 }
 
+// downReplies are the failures that say a provider is down.
+var downReplies = []struct {
+	name string
+	down testkit.Reply
+}{
+	{"500", testkit.Fail(500)}, {"502", testkit.Fail(502)}, {"503", testkit.Fail(503)}, {"529", testkit.Fail(529)},
+	{"a failed connection", testkit.Refused()},
+}
+
 // One failure that says the provider is down is a blip: the call stays
 // on its primary, retried after its wait, and the fallback sees nothing.
 func TestFallbackBlipStaysHome(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		down testkit.Reply
-	}{
-		{"500", testkit.Fail(500)}, {"502", testkit.Fail(502)}, {"503", testkit.Fail(503)}, {"529", testkit.Fail(529)},
-		{"a failed connection", testkit.Refused()},
-	} {
+	for _, tc := range downReplies {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var rec recorder
@@ -93,13 +96,7 @@ func TestFallbackBlipStaysHome(t *testing.T) {
 // attempt to the fallback at once; the caller reads the fallback's own
 // answer.
 func TestFallbackWhenDown(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		down testkit.Reply
-	}{
-		{"500", testkit.Fail(500)}, {"502", testkit.Fail(502)}, {"503", testkit.Fail(503)}, {"529", testkit.Fail(529)},
-		{"a failed connection", testkit.Refused()},
-	} {
+	for _, tc := range downReplies {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var rec recorder
