@@ -1,7 +1,6 @@
 package llmretry
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -438,13 +437,19 @@ func (b *streamBody) Close() error {
 	return rc.Close()
 }
 
-// How a stream broke, for a cut's error.
-var (
-	errStreamEnded     = errors.New("the stream ended before its completion marker")
-	errStreamEvent     = errors.New("an error event came in place of the rest")
-	errStreamMalformed = errors.New("a data line that is not JSON came in place of the rest")
-	errBodyClosed      = errors.New("http: read on closed response body")
-	errEndedInMessage  = errors.New("the stream ended inside a message")
+// streamError is how a stream broke, for a cut's error, or that its body
+// was read after Close.
+type streamError string
+
+func (e streamError) Error() string { return string(e) }
+
+// The ways a stream breaks.
+const (
+	errStreamEnded     streamError = "the stream ended before its completion marker"
+	errStreamEvent     streamError = "an error event came in place of the rest"
+	errStreamMalformed streamError = "a data line that is not JSON came in place of the rest"
+	errBodyClosed      streamError = "http: read on closed response body"
+	errEndedInMessage  streamError = "the stream ended inside a message"
 )
 
 // isEventStream reports whether resp is a successful stream of events: a

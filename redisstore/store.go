@@ -397,36 +397,30 @@ func (s *Store) health(seq uint64, err error) {
 	}
 }
 
-// ms returns t in Unix milliseconds, 0 for the zero time.
-func ms(t time.Time) int64 {
+// ms returns t in Unix milliseconds, 0 for the zero time; fromMS is its
+// inverse. us and fromUS are the same in microseconds.
+func ms(t time.Time) int64     { return toUnix(t, time.Millisecond) }
+func fromMS(n int64) time.Time { return fromUnix(n, time.Millisecond) }
+func us(t time.Time) int64     { return toUnix(t, time.Microsecond) }
+func fromUS(n int64) time.Time { return fromUnix(n, time.Microsecond) }
+
+// toUnix returns t in Unix units of unit (a divisor of a second), 0 for
+// the zero time, as time.Time's UnixMilli does for a millisecond.
+func toUnix(t time.Time, unit time.Duration) int64 {
 	if t.IsZero() {
 		return 0
 	}
-	return t.UnixMilli()
+	return t.Unix()*int64(time.Second/unit) + int64(t.Nanosecond())/int64(unit)
 }
 
-// fromMS is ms's inverse.
-func fromMS(n int64) time.Time {
+// fromUnix is toUnix's inverse: 0 is the zero time, and any other n (a
+// store's, trusted no further) is a time, as time.UnixMilli makes one.
+func fromUnix(n int64, unit time.Duration) time.Time {
 	if n == 0 {
 		return time.Time{}
 	}
-	return time.UnixMilli(n)
-}
-
-// us returns t in Unix microseconds, 0 for the zero time.
-func us(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMicro()
-}
-
-// fromUS is us's inverse.
-func fromUS(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.UnixMicro(n)
+	per := int64(time.Second / unit)
+	return time.Unix(n/per, n%per*int64(unit))
 }
 
 // answer is a script's answer, decoded.

@@ -66,20 +66,21 @@ func (st Strategy) String() string {
 
 // The reasons PrefillBody gives no body. Like every error of this
 // package, their texts carry no "llmretry: ": the root wraps them in
-// errors of its own, which do. Those that refuse a prefill alone wrap
-// ErrNoPrefill; the others (the stream is Stuck, the request asks for
-// several choices) forbid any continuation.
-var (
-	errNotPrefill      = noPrefill("not a prefill strategy")
-	errPrefixChatOnly  = noPrefill("a prefill with \"prefix\": true is Chat Completions' (DeepSeek, Mistral)")
-	errNoPrefillAPI    = noPrefill("this API takes no prefill")
-	errNoRequest       = noPrefill("no request body to build a prefill from")
-	errNothingToFill   = noPrefill("nothing delivered to prefill (regenerate instead)")
-	errThinkingPrefill = noPrefill("Anthropic takes no prefill with extended thinking")
-	errRequestJSON     = noPrefill("the request body is not the API's JSON")
-	errLastTurn        = noPrefill("the request's last turn is the assistant's, and its content cannot be extended")
-	errSeveralChoices  = errors.New("the request asks for several choices")
+// errors of its own, which do. Those that refuse a prefill alone are
+// noPrefill constants, which wrap ErrNoPrefill; errSeveralChoices (like
+// a Stuck stream) forbids any continuation.
+const (
+	errNotPrefill      noPrefill = "not a prefill strategy"
+	errPrefixChatOnly  noPrefill = "a prefill with \"prefix\": true is Chat Completions' (DeepSeek, Mistral)"
+	errNoPrefillAPI    noPrefill = "this API takes no prefill"
+	errNoRequest       noPrefill = "no request body to build a prefill from"
+	errNothingToFill   noPrefill = "nothing delivered to prefill (regenerate instead)"
+	errThinkingPrefill noPrefill = "Anthropic takes no prefill with extended thinking"
+	errRequestJSON     noPrefill = "the request body is not the API's JSON"
+	errLastTurn        noPrefill = "the request's last turn is the assistant's, and its content cannot be extended"
 )
+
+var errSeveralChoices = errors.New("the request asks for several choices")
 
 // ErrNoPrefill is wrapped by PrefillBody's errors that refuse a prefill
 // alone: the delivered text or the request cannot be a prefill (nothing

@@ -410,30 +410,10 @@ func testShared(t *testing.T, stores []store.Store) {
 func testWatch(t *testing.T, stores []store.Store) {
 	s := stores[len(stores)-1]
 	now, key := clock(t, s)
-	got := make(chan store.Facts, 16)
-	stop := s.Watch(func(k string, f store.Facts) {
-		if k == key {
-			select {
-			case got <- f:
-			default:
-			}
-		}
-	})
+	got, stop := watchKey(s, key)
 	want := down(t, stores[0], key, now, "")
-	deadline := time.After(NoticeWait)
-	for {
-		select {
-		case f := <-got:
-			if f.Version < want.Version {
-				continue // an earlier change
-			}
-			if !f.Down(now) {
-				t.Errorf("the notice's facts: %+v", f)
-			}
-		case <-deadline:
-			t.Fatalf("no notice of a change within %v", NoticeWait)
-		}
-		break
+	if f := notice(t, got, want.Version, "a change"); !f.Down(now) {
+		t.Errorf("the notice's facts: %+v", f)
 	}
 	stop()
 	// After stop, no notice of a later change (one of an earlier change
@@ -558,17 +538,34 @@ func testPace(t *testing.T, stores []store.Store) {
 		}
 	}
 	// A report that says nothing of the rate limit leaves the pace alone.
-	at := now.Add(6 * sec)
-	f, err := stores[0].Report(ctx, key, store.Report{At: at, Evidence: store.ProviderUp})
-	must(t, err)
-	if !samePace(f, 2, 3*sec, now.Add(25*sec)) {
+	if f := quietReport(t, stores, key, now.Add(6*sec)); !samePace(f, 2, 3*sec, now.Add(25*sec)) {
 		t.Errorf("a report without a pace changed it: %+v", f)
 	}
+}
+
+// quietReport reports key up at at through the first of stores, a report
+// that says nothing of a pace, a limit or a count; it returns the facts
+// the last of stores loads then, checked to be the report's.
+func quietReport(t *testing.T, stores []store.Store, key string, at time.Time) store.Facts {
+	t.Helper()
+	f, err := stores[0].Report(ctx, key, store.Report{At: at, Evidence: store.ProviderUp})
+	must(t, err)
 	l, err := stores[len(stores)-1].Load(ctx, key, at)
 	must(t, err)
-	if !samePace(l, 2, 3*sec, now.Add(25*sec)) || l.Version != f.Version {
+	if l.Version != f.Version || !samePace(l, f.Burst, f.Every, f.Full) || l.MaxInFlight != f.MaxInFlight || l.InFlight != f.InFlight {
 		t.Errorf("Load says %+v, Report said %+v", l, f)
 	}
+	return f
+}
+
+// lapse loads key from s a millisecond before end and at end.
+func lapse(t *testing.T, s store.Store, key string, end time.Time) (before, at store.Facts) {
+	t.Helper()
+	before, err := s.Load(ctx, key, end.Add(-time.Millisecond))
+	must(t, err)
+	at, err = s.Load(ctx, key, end)
+	must(t, err)
+	return before, at
 }
 
 func testPaceLapses(t *testing.T, stores []store.Store) {
@@ -576,14 +573,10 @@ func testPaceLapses(t *testing.T, stores []store.Store) {
 	now, key := clock(t, s)
 	full := now.Add(10 * time.Second)
 	pace(t, s, key, now, 5, time.Second, full)
-	before := full.Add(-time.Millisecond)
-	f, err := s.Load(ctx, key, before)
-	must(t, err)
-	if !f.Paced(before) || !samePace(f, 5, time.Second, full) {
-		t.Errorf("not paced before Full: %+v", f)
+	before, f := lapse(t, s, key, full)
+	if !before.Paced(full.Add(-time.Millisecond)) || !samePace(before, 5, time.Second, full) {
+		t.Errorf("not paced before Full: %+v", before)
 	}
-	f, err = s.Load(ctx, key, full)
-	must(t, err)
 	if f.Paced(full) || !samePace(f, 0, 0, time.Time{}) {
 		t.Errorf("paced at Full: %+v", f)
 	}
@@ -634,18 +627,11 @@ func testCap(t *testing.T, stores []store.Store) {
 		t.Errorf("a send with 5 counted in flight under a limit of 6: granted %v, %d in flight", ok, f.InFlight)
 	}
 	// A report that says nothing of the limit or a count leaves them alone.
-	f, err := stores[0].Report(ctx, key, store.Report{At: at, Evidence: store.ProviderUp})
-	must(t, err)
-	if f.MaxInFlight != 5 || f.InFlight != 6 || !f.CutAt.Equal(now.Add(4*sec)) || !f.CapUntil.Equal(now.Add(40*sec)) {
+	if f := quietReport(t, stores, key, at); f.MaxInFlight != 5 || f.InFlight != 6 || !f.CutAt.Equal(now.Add(4*sec)) || !f.CapUntil.Equal(now.Add(40*sec)) {
 		t.Errorf("a report without a limit changed it: %+v", f)
 	}
-	l, err := stores[len(stores)-1].Load(ctx, key, at)
-	must(t, err)
-	if l.MaxInFlight != 5 || l.InFlight != 6 || l.Version != f.Version {
-		t.Errorf("Load says %+v, Report said %+v", l, f)
-	}
 	// A tally lapses at its end: b's 5 are no longer counted.
-	l, err = stores[0].Load(ctx, key, until)
+	l, err := stores[0].Load(ctx, key, until)
 	must(t, err)
 	if l.InFlight != 0 {
 		t.Errorf("at the tallies' and the lease's end: %d counted in flight, want 0", l.InFlight)
@@ -665,14 +651,10 @@ func testCapLapses(t *testing.T, stores []store.Store) {
 	now, key := clock(t, s)
 	end := now.Add(30 * time.Second)
 	limitTo(t, s, key, now, 8, time.Second, end)
-	before := end.Add(-time.Millisecond)
-	f, err := s.Load(ctx, key, before)
-	must(t, err)
-	if !f.Capped(before) || f.MaxInFlight != 8 {
-		t.Errorf("not limited before CapUntil: %+v", f)
+	before, f := lapse(t, s, key, end)
+	if !before.Capped(end.Add(-time.Millisecond)) || before.MaxInFlight != 8 {
+		t.Errorf("not limited before CapUntil: %+v", before)
 	}
-	f, err = s.Load(ctx, key, end)
-	must(t, err)
 	if f.Capped(end) || f.MaxInFlight != 0 || f.Grow != 0 || !f.CutAt.IsZero() || !f.CapUntil.IsZero() || f.Cap(end) != 0 {
 		t.Errorf("limited at CapUntil: %+v", f)
 	}
@@ -827,15 +809,7 @@ func testSendLeaseLapses(t *testing.T, stores []store.Store) {
 func testSendReleaseAnnounced(t *testing.T, stores []store.Store) {
 	s := stores[0]
 	now, key := clock(t, s)
-	got := make(chan store.Facts, 16)
-	stop := stores[len(stores)-1].Watch(func(k string, f store.Facts) {
-		if k == key {
-			select {
-			case got <- f:
-			default:
-			}
-		}
-	})
+	got, stop := watchKey(stores[len(stores)-1], key)
 	defer stop()
 	if _, _, ok := send(t, s, key, "a", now, now.Add(time.Minute), 1); !ok {
 		t.Fatal("the send lease was not granted")
@@ -845,19 +819,41 @@ func testSendReleaseAnnounced(t *testing.T, stores []store.Store) {
 	if want.InFlight != 0 {
 		t.Fatalf("after the release: %d in flight", want.InFlight)
 	}
+	if f := notice(t, got, want.Version, "the send lease's end (calls elsewhere may wait for it)"); f.InFlight != 0 {
+		t.Errorf("the notice's facts: %+v", f)
+	}
+}
+
+// watchKey watches s for the notices of key; they wait in the channel
+// (16 at the most, the rest dropped) until stop.
+func watchKey(s store.Store, key string) (got <-chan store.Facts, stop func()) {
+	c := make(chan store.Facts, 16)
+	stop = s.Watch(func(k string, f store.Facts) {
+		if k == key {
+			select {
+			case c <- f:
+			default:
+			}
+		}
+	})
+	return c, stop
+}
+
+// notice returns the first notice on got of version at least version
+// (notices of earlier changes may come first), failing t when none comes
+// within NoticeWait; what names the change for that failure.
+func notice(t *testing.T, got <-chan store.Facts, version uint64, what string) store.Facts {
+	t.Helper()
 	deadline := time.After(NoticeWait)
 	for {
 		select {
 		case f := <-got:
-			if f.Version < want.Version {
-				continue // an earlier change
+			if f.Version >= version {
+				return f
 			}
-			if f.InFlight != 0 {
-				t.Errorf("the notice's facts: %+v", f)
-			}
-			return
 		case <-deadline:
-			t.Fatalf("no notice of the send lease's end within %v: calls elsewhere may wait for it", NoticeWait)
+			t.Fatalf("no notice of %s within %v", what, NoticeWait)
+			return store.Facts{}
 		}
 	}
 }
