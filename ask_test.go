@@ -242,12 +242,7 @@ func TestRoundsAreTheSameForTransportAndDo(t *testing.T) {
 				// Each runs with a context of its own, its deadline counted
 				// from its start.
 				run := func(name string, call func(context.Context, Policy) error, attempts func() int, gaps func() []time.Duration) {
-					ctx := context.Background()
-					if tc.deadline > 0 {
-						var cancel context.CancelFunc
-						ctx, cancel = context.WithTimeout(ctx, tc.deadline)
-						defer cancel()
-					}
+					ctx := withDeadline(t, tc.deadline)
 					p := tc.policy
 					var ask *asked
 					if tc.answers != nil {

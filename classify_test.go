@@ -527,12 +527,7 @@ func TestRetryAfterHostileThroughTransport(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx := context.Background()
-				if c.deadline > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, c.deadline)
-					defer cancel()
-				}
+				ctx := withDeadline(t, c.deadline)
 				start := time.Now()
 				h := http.Header{}
 				if c.ra != nil {

@@ -249,12 +249,7 @@ func TestDoHonoursAStatedWait(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx := context.Background()
-				if tc.deadline > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
-					defer cancel()
-				}
+				ctx := withDeadline(t, tc.deadline)
 				tl := &tool{script: tc.script}
 				var rec recorder
 				p := Policy{Waits: []time.Duration{time.Second, 2 * time.Second}, MaxRetryAfter: 10 * time.Second, Reserve: time.Minute, OnAttempt: rec.on}

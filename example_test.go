@@ -32,6 +32,19 @@ func flakyProvider(n int32) *httptest.Server {
 	}))
 }
 
+// post sends a request with an ordinary http.Client over rt, and prints
+// the answer.
+func post(rt http.RoundTripper, url string) {
+	client := &http.Client{Transport: rt}
+	resp, err := client.Post(url, "application/json", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body))
+}
+
 // A Transport under an ordinary http.Client rides through a provider that
 // fails twice: the caller sees only the answer, the record every attempt.
 func ExampleNew() {
@@ -51,15 +64,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := &http.Client{Transport: rt}
-
-	resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	fmt.Println(resp.StatusCode, string(body))
+	post(rt, srv.URL+"/v1/chat/completions")
 	// Output:
 	// attempt 1: 503 Service Unavailable, retry in 10ms
 	// attempt 2: 503 Service Unavailable, retry in 30ms
@@ -85,15 +90,7 @@ func ExampleNewCoordinated() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := &http.Client{Transport: rt}
-
-	resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	fmt.Println(resp.StatusCode, string(body))
+	post(rt, srv.URL+"/v1/chat/completions")
 	// Output:
 	// attempt 1: 503 Service Unavailable probe=false held=true
 	// attempt 2: 200 OK probe=true held=false
@@ -251,13 +248,7 @@ func ExamplePerson() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	resp, err := (&http.Client{Transport: rt}).Post(srv.URL+"/v1/messages", "application/json", nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	fmt.Println(resp.StatusCode, string(body))
+	post(rt, srv.URL+"/v1/messages")
 	// Output:
 	// asked after 2 attempts (last: 503 Service Unavailable): yes
 	// 200 {"answer":42}

@@ -47,6 +47,17 @@ func post(t *testing.T, rt http.RoundTripper, ctx context.Context) (*http.Respon
 	return rt.RoundTrip(req)
 }
 
+// gaveUp takes the answer of a call that gave up: no error, its body
+// closed, and the record GaveUp finds on it.
+func gaveUp(t *testing.T, resp *http.Response, err error) *Exhausted {
+	t.Helper()
+	require.NoError(t, err)
+	resp.Body.Close()
+	ex := GaveUp(resp)
+	require.NotNil(t, ex, "the answer carries the record of giving up")
+	return ex
+}
+
 // mustNew builds a Transport or fails the test.
 func mustNew(t *testing.T, base http.RoundTripper, p Policy) *Transport {
 	t.Helper()

@@ -31,6 +31,13 @@ func testCore() Core {
 	}
 }
 
+// newCoordinator is New with cfg and testCore, stopped when the test ends.
+func newCoordinator(t testing.TB, cfg coordination.Config) *Coordinator {
+	co, stop := New(cfg, testCore())
+	t.Cleanup(stop)
+	return co
+}
+
 // A store error on one key sends that key alone to the in-process
 // fallback; one that wraps ErrStoreUnreachable sends every key.
 func TestCoordinatedKeyFailsAlone(t *testing.T) {
@@ -54,8 +61,7 @@ func TestCoordinatedKeyFailsAlone(t *testing.T) {
 				}
 				return errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
 			}}
-			co, stop := New(coordination.Config{Store: fs, ProbeInterval: time.Second}, testCore())
-			defer stop()
+			co := newCoordinator(t, coordination.Config{Store: fs, ProbeInterval: time.Second})
 			kx, _ := co.enter(req("x"), 0)
 			ky, _ := co.enter(req("y"), 0)
 			bad.Store(&kx.name)
@@ -80,8 +86,7 @@ func TestCoordinatedKeyFailsAlone(t *testing.T) {
 // a lease, a next probe and a down state no further off than its own, and
 // a wait longer than any its calls honour as none.
 func TestCoordinatedClampsFacts(t *testing.T) {
-	co, stop := New(coordination.Config{ProbeInterval: time.Second}, testCore())
-	defer stop()
+	co := newCoordinator(t, coordination.Config{ProbeInterval: time.Second})
 	now := time.Now()
 	far := now.Add(10 * 365 * 24 * time.Hour)
 	f := co.clamp(store.Facts{DownSince: far, DownUntil: far, NextProbe: far, Prober: "evil", ProbeUntil: far, WaitUntil: far, Retries: -3}, now)
@@ -106,8 +111,7 @@ func TestCoordinatedClampsFacts(t *testing.T) {
 // (read as none), no cut in the future, no life longer than its own, a
 // growth between its two steps, no negative count.
 func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
-	co, stop := New(coordination.Config{ProbeInterval: time.Second}, testCore())
-	defer stop()
+	co := newCoordinator(t, coordination.Config{ProbeInterval: time.Second})
 	now := time.Now()
 	far := now.Add(10 * 365 * 24 * time.Hour)
 	wait := testCore().MaxRetryAfter
@@ -265,8 +269,7 @@ func TestCoordinatedFallbackCountsTheFleet(t *testing.T) {
 // call). (Through a Transport: TestCoordinatedDownLapses.)
 func TestLapsedViewIsQuietAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		co, stop := New(coordination.Config{}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{})
 		ctx := context.Background()
 		req := mustRequest(t, ctx)
 		attempt(t, co, req, 0, HealthDown)
@@ -288,8 +291,7 @@ func TestLapsedViewIsQuietAgain(t *testing.T) {
 // store. (Through a Transport: TestCoordinatedSilenceLeavesNothing.)
 func TestSweepAfterSilence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		co, stop := New(coordination.Config{}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{})
 		ctx := context.Background()
 		withKey := func(key string) *http.Request {
 			req := mustRequest(t, ctx)

@@ -43,8 +43,7 @@ func TestHolderNamesAreUnique(t *testing.T) {
 // 10,000 calls held on its key: the prober leaves the gate (the next one is
 // chosen among the held), and the failure's facts arrive and wake it.
 func BenchmarkFailedProbe(b *testing.B) {
-	co, stop := New(coordination.Config{}, testCore())
-	defer stop()
+	co := newCoordinator(b, coordination.Config{})
 	req, err := http.NewRequest(http.MethodPost, "https://api.example.com/v1/chat", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -86,8 +85,7 @@ func TestCallSize(t *testing.T) {
 // calls in flight is not eaten by it. (The core's part, that it leaves
 // after such a panic: the root's TestGatekeeperSeam.)
 func TestLeaveEndsAnAttemptLeftInFlight(t *testing.T) {
-	co, stop := New(coordination.Config{}, testCore())
-	defer stop()
+	co := newCoordinator(t, coordination.Config{})
 	ctx := context.Background()
 	cc := co.join(mustRequest(t, ctx), testPolicy{}, 0)
 	_, err := cc.Admit(ctx, Admission{N: 1})
@@ -132,8 +130,7 @@ func failingCall(t *testing.T, ctx context.Context, co *Coordinator, sent *atomi
 // failure sets the next probe's time), not one per held call.
 func TestFailedProbeWakesOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		co, stop := New(coordination.Config{ProbeInterval: time.Second}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{ProbeInterval: time.Second})
 		ctx, cancel := context.WithCancel(context.Background())
 		var sent atomic.Int64
 		var wg sync.WaitGroup
@@ -163,8 +160,7 @@ func TestFailedProbeWakesOne(t *testing.T) {
 // coordination's verdict; a failure on a key other calls found down is.
 func TestVerdictDownIsOthersEvidence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		co, stop := New(coordination.Config{}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{})
 		ctx := context.Background()
 		report := func() Verdict {
 			cc := co.join(mustRequest(t, ctx), testPolicy{}, 0)
@@ -218,8 +214,7 @@ func reply(code int, kv ...string) *http.Response {
 // just met, and the cut counted it.)
 func TestRefusedSendKeepsItsRoomUntilTold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		co, stop := New(coordination.Config{}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{})
 		ctx := context.Background()
 		join := func() *Call { return co.join(mustRequest(t, ctx), testPolicy{}, 0) }
 		calls := []*Call{join(), join(), join()}
@@ -280,8 +275,7 @@ func TestRefusedSendKeepsItsRoomUntilTold(t *testing.T) {
 // no store call.
 func TestLimitedKeyTakesTheStatedPace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		co, stop := New(coordination.Config{}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{})
 		ctx := context.Background()
 		stated := func(left int) *http.Response {
 			return reply(http.StatusOK, "X-Ratelimit-Limit-Requests", "60",

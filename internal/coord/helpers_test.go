@@ -244,6 +244,18 @@ type callResult struct {
 	at  time.Duration
 }
 
+// lastAnswer checks that every call of results was answered, and returns
+// when the last answer came.
+func lastAnswer(t *testing.T, results []callResult) time.Duration {
+	t.Helper()
+	var last time.Duration
+	for _, r := range results {
+		require.NoError(t, r.err)
+		last = max(last, r.at)
+	}
+	return last
+}
+
 // callMany makes n calls through rt, the i-th starting at i*stagger, each
 // under its own deadline, and returns their results once all have ended.
 func callMany(t *testing.T, rt http.RoundTripper, start time.Time, n int, stagger, deadline time.Duration, prep func(i int, req *http.Request)) []callResult {

@@ -35,8 +35,7 @@ func TestHoldReason(t *testing.T) {
 // Coordinator without OnHold tells nobody.
 func TestHoldIsToldTwice(t *testing.T) {
 	var log testkit.Log[coordination.Hold]
-	co, stop := New(coordination.Config{OnHold: log.Add}, testCore())
-	defer stop()
+	co := newCoordinator(t, coordination.Config{OnHold: log.Add})
 	req := mustRequest(t, context.Background())
 	cc := co.join(req, testPolicy{}, 0)
 	defer cc.Leave()
@@ -64,8 +63,7 @@ func TestHoldIsToldTwice(t *testing.T) {
 // server's wait and what was left of it, how long the call waited, and the
 // last failure as an error whose text is its kind (none known: no Last).
 func TestHeldError(t *testing.T) {
-	co, stop := New(coordination.Config{}, testCore())
-	defer stop()
+	co := newCoordinator(t, coordination.Config{})
 	cc := co.join(mustRequest(t, context.Background()), testPolicy{}, 0)
 	defer cc.Leave()
 	now := time.Now()
@@ -101,8 +99,7 @@ func TestPanicInOnHoldLeavesNoWaiter(t *testing.T) {
 					panic("boom from OnHold")
 				}
 			}
-			co, stop := New(coordination.Config{OnHold: boom}, testCore())
-			defer stop()
+			co := newCoordinator(t, coordination.Config{OnHold: boom})
 			ctx := context.Background()
 			req := mustRequest(t, ctx)
 			attempt(t, co, req, 0, HealthDown)

@@ -26,8 +26,7 @@ func mustRequest(t *testing.T, ctx context.Context) *http.Request {
 // another credential or Gemini key= value; the store's name carries no
 // credential.
 func TestKeysAreHostAndCredential(t *testing.T) {
-	co, stop := New(coordination.Config{}, testCore())
-	defer stop()
+	co := newCoordinator(t, coordination.Config{})
 	a1 := mustRequest(t, context.Background())
 	a1.Header.Set("Authorization", "Bearer A")
 	a2 := a1.Clone(context.Background())

@@ -41,12 +41,7 @@ func TestCoordinatedPacesASpentRateLimit(t *testing.T) {
 		var h holds
 		rt, err := llmretry.NewCoordinated(b, llmretry.Policy{Waits: hostWaits, Reserve: time.Minute}, coordination.Config{Store: st, OnHold: h.Add})
 		require.NoError(t, err)
-		results := callMany(t, rt, b.start, calls, 0, 10*time.Minute, nil)
-		last := time.Duration(0)
-		for _, r := range results {
-			require.NoError(t, r.err)
-			last = max(last, r.at)
-		}
+		last := lastAnswer(t, callMany(t, rt, b.start, calls, 0, 10*time.Minute, nil))
 		assert.LessOrEqual(t, b.refusedAfter(0), 2, "after the first 429 came back (at once), at most 2 more")
 		// The bucket allows the 60th request at 50 s: answered at 52 s.
 		assert.GreaterOrEqual(t, last, 52*time.Second)
@@ -82,12 +77,7 @@ func TestCoordinatedLimitsCallsInFlight(t *testing.T) {
 		st := coordination.NewMemoryStore()
 		rt, err := llmretry.NewCoordinated(s, llmretry.Policy{Waits: hostWaits, Reserve: time.Minute}, coordination.Config{OnHold: h.Add, Store: st})
 		require.NoError(t, err)
-		results := callMany(t, rt, s.start, calls, 100*time.Millisecond, 10*time.Minute, nil)
-		last := time.Duration(0)
-		for _, r := range results {
-			require.NoError(t, r.err)
-			last = max(last, r.at)
-		}
+		last := lastAnswer(t, callMany(t, rt, s.start, calls, 100*time.Millisecond, 10*time.Minute, nil))
 		s.mu.Lock()
 		refused := slices.Clone(s.refused)
 		most := s.most
@@ -379,11 +369,7 @@ func TestCoordinatedKeyIsNotPerModel(t *testing.T) {
 				req.Header.Set("X-Model", "b")
 			}
 		})
-		last := time.Duration(0)
-		for _, r := range results {
-			require.NoError(t, r.err)
-			last = max(last, r.at)
-		}
+		last := lastAnswer(t, results)
 		refused := len(a.refused) + len(b.refused)
 		t.Logf("two models, one key: %d 429s, last answer at %v (each model alone: %v)", refused, last, 22*time.Second)
 		assert.LessOrEqual(t, refused, 2*perModel-20+2, "the first burst, and at most 2 more")
@@ -490,12 +476,7 @@ func TestCoordinatedBelievesThe429(t *testing.T) {
 		st := &testkit.Store{Store: coordination.NewMemoryStore()}
 		rt, err := llmretry.NewCoordinated(b, llmretry.Policy{}, coordination.Config{Store: st})
 		require.NoError(t, err)
-		results := callMany(t, rt, b.start, calls, 0, 10*time.Minute, nil)
-		last := time.Duration(0)
-		for _, r := range results {
-			require.NoError(t, r.err)
-			last = max(last, r.at)
-		}
+		last := lastAnswer(t, callMany(t, rt, b.start, calls, 0, 10*time.Minute, nil))
 		f := load(t, st, "api.example.com")
 		assert.Equal(t, time.Second, f.Floor, "the bucket's true interval")
 		assert.True(t, f.Taught(time.Now()))

@@ -159,8 +159,7 @@ func TestCoordinatorRefusalsFromAnUntrustedStore(t *testing.T) {
 	req := keyed(t, "api.example.com", "sk-A")
 	t.Run("forged", func(t *testing.T) {
 		shared := &refusalStore{Store: memstore.New(), forged: now.Add(100 * store.PrefillHold)}
-		co, stop := New(coordination.Config{Store: shared}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{Store: shared})
 		assert.True(t, co.RefusesPrefill(ctx, req, "m", now))
 		shared.mu.Lock()
 		shared.forged, shared.err = time.Time{}, errors.New("redis: connection refused")
@@ -170,8 +169,7 @@ func TestCoordinatorRefusalsFromAnUntrustedStore(t *testing.T) {
 	})
 	t.Run("failing", func(t *testing.T) {
 		shared := &refusalStore{Store: memstore.New(), err: errors.New("redis: i/o timeout")}
-		co, stop := New(coordination.Config{Store: shared}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{Store: shared})
 		assert.False(t, co.RefusesPrefill(ctx, req, "m", now))
 		co.RefusedPrefill(ctx, req, "m", now)
 		assert.True(t, co.RefusesPrefill(ctx, req, "m", now), "the process remembers")

@@ -100,8 +100,7 @@ func TestRouteIsItsOwnKey(t *testing.T) {
 // A route's key costs its first attempt what the primary's does: nothing
 // while it is quiet.
 func TestRouteQuietKeyAllocatesNothing(t *testing.T) {
-	co, stop := New(coordination.Config{}, testCore())
-	defer stop()
+	co := newCoordinator(t, coordination.Config{})
 	req := routeRequest(t, "api.example.com")
 	var p testPolicy
 	co.join(req, p, 1).Leave() // the key, made once
@@ -123,8 +122,7 @@ func TestRouteQuietKeyAllocatesNothing(t *testing.T) {
 func TestElsewhereGoesAroundADownKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log testkit.Log[coordination.Hold]
-		co, stop := New(coordination.Config{OnHold: log.Add}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{OnHold: log.Add})
 		req := routeRequest(t, "api.example.com")
 		attempt(t, co, req, 0, HealthDown)
 		start := time.Now()
@@ -183,8 +181,7 @@ func TestElsewhereGoesAroundADownKey(t *testing.T) {
 func TestElsewhereWaitsAShortServerWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log testkit.Log[coordination.Hold]
-		co, stop := New(coordination.Config{OnHold: log.Add}, testCore())
-		defer stop()
+		co := newCoordinator(t, coordination.Config{OnHold: log.Add})
 		req := routeRequest(t, "api.example.com")
 		cc := co.join(req, testPolicy{}, 0)
 		cc.Begin()

@@ -15,8 +15,7 @@ import (
 // left and a sweep found it idle twice, the key is gone, here and in the
 // Coordinator's own store; a shared store's keys are not counted.
 func TestStats(t *testing.T) {
-	co, stop := New(coordination.Config{}, testCore())
-	defer stop()
+	co := newCoordinator(t, coordination.Config{})
 	req := mustRequest(t, context.Background())
 	cc := co.join(req, testPolicy{}, 0)
 	st := co.Stats(time.Now())
