@@ -106,15 +106,7 @@ func TestStalledErrorBodyOverTheNetwork(t *testing.T) {
 		t.Run(ct, func(t *testing.T) {
 			stop := make(chan struct{})
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", ct)
-				w.Header().Set("Content-Length", "1000")
-				w.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = io.WriteString(w, `{"error":`)
-				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-				case <-stop:
-				}
+				stallErrorBody(w, r, ct, stop)
 			}))
 			defer srv.Close()
 			defer close(stop)

@@ -109,15 +109,22 @@ func (c *chaosProvider) serve(w http.ResponseWriter, r *http.Request) {
 		case <-c.stop:
 		}
 	case fault503StallBody:
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", "1000")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, `{"error":`)
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-c.stop:
-		}
+		stallErrorBody(w, r, "application/json", c.stop)
+	}
+}
+
+// stallErrorBody answers 503 with a Content-Type of ct and a body that
+// promises 1000 bytes, sends a few and stalls until the request's context
+// or stop ends.
+func stallErrorBody(w http.ResponseWriter, r *http.Request, ct string, stop <-chan struct{}) {
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", "1000")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, `{"error":`)
+	w.(http.Flusher).Flush()
+	select {
+	case <-r.Context().Done():
+	case <-stop:
 	}
 }
 
