@@ -73,23 +73,16 @@ type telemetry struct {
 func newTelemetry(m metric.Meter) (*telemetry, error) {
 	var t telemetry
 	var err error
-	t.attempts = instrument[metric.Int64CounterOption](&err, metricAttempts, m.Int64Counter,
-		metric.WithDescription("Attempts sent by llmretry: the first try and every resend."),
-		metric.WithUnit("{attempt}"))
-	t.waits = instrument[metric.Float64HistogramOption](&err, metricWaitDuration, m.Float64Histogram,
-		metric.WithDescription("Waits llmretry chose before a retry, on the call's own schedule or the server's."),
-		metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(waitBuckets...))
-	t.holds = instrument[metric.Int64CounterOption](&err, metricHolds, m.Int64Counter,
-		metric.WithDescription("Coordinated holds that ended, by outcome."),
-		metric.WithUnit("{hold}"))
-	t.holdDuration = instrument[metric.Float64HistogramOption](&err, metricHoldDuration, m.Float64Histogram,
-		metric.WithDescription("How long coordinated holds lasted, by outcome."),
-		metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(waitBuckets...))
-	t.calls = instrument[metric.Int64CounterOption](&err, metricCalls, m.Int64Counter,
-		metric.WithDescription("Calls through llmretry, by how they ended: answered the first time, answered after retries, or given up, and why."),
-		metric.WithUnit("{call}"))
+	t.attempts = counter(m, &err, metricAttempts, "{attempt}",
+		"Attempts sent by llmretry: the first try and every resend.")
+	t.waits = secondsHistogram(m, &err, metricWaitDuration,
+		"Waits llmretry chose before a retry, on the call's own schedule or the server's.")
+	t.holds = counter(m, &err, metricHolds, "{hold}",
+		"Coordinated holds that ended, by outcome.")
+	t.holdDuration = secondsHistogram(m, &err, metricHoldDuration,
+		"How long coordinated holds lasted, by outcome.")
+	t.calls = counter(m, &err, metricCalls, "{call}",
+		"Calls through llmretry, by how they ended: answered the first time, answered after retries, or given up, and why.")
 	t.callAttempts = instrument[metric.Int64HistogramOption](&err, metricCallAttempts, m.Int64Histogram,
 		metric.WithDescription("Attempts each call made, by how it ended."),
 		metric.WithUnit("{attempt}"),
@@ -98,6 +91,20 @@ func newTelemetry(m metric.Meter) (*telemetry, error) {
 		return nil, err
 	}
 	return &t, nil
+}
+
+// counter creates the counter name on m, of unit, described by desc, as
+// instrument does.
+func counter(m metric.Meter, err *error, name, unit, desc string) metric.Int64Counter {
+	return instrument[metric.Int64CounterOption](err, name, m.Int64Counter,
+		metric.WithDescription(desc), metric.WithUnit(unit))
+}
+
+// secondsHistogram creates the histogram name on m, of waits or holds in
+// seconds (waitBuckets), described by desc, as instrument does.
+func secondsHistogram(m metric.Meter, err *error, name, desc string) metric.Float64Histogram {
+	return instrument[metric.Float64HistogramOption](err, name, m.Float64Histogram,
+		metric.WithDescription(desc), metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(waitBuckets...))
 }
 
 // instrument creates the instrument name with create and opts (of create's

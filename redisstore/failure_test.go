@@ -1,14 +1,12 @@
 package redisstore_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,40 +20,40 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// logBuffer collects a Store's log records.
+// logBuffer collects the messages of a Store's log records, at Info and
+// above as slog's own handlers do by default. It is a slog.Handler.
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu   sync.Mutex
+	msgs []string
 }
 
-func (b *logBuffer) Write(p []byte) (int, error) {
+func (b *logBuffer) logger() *slog.Logger { return slog.New(b) }
+
+func (b *logBuffer) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (b *logBuffer) Handle(_ context.Context, r slog.Record) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	b.msgs = append(b.msgs, r.Message)
+	return nil
 }
 
-// msgs returns the records' messages.
-func (b *logBuffer) msgs() []string {
+// WithAttrs and WithGroup return b: only the messages are kept.
+func (b *logBuffer) WithAttrs([]slog.Attr) slog.Handler { return b }
+func (b *logBuffer) WithGroup(string) slog.Handler      { return b }
+
+// messages returns the records' messages.
+func (b *logBuffer) messages() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	for sc.Scan() {
-		var rec struct{ Msg string }
-		if json.Unmarshal(sc.Bytes(), &rec) == nil {
-			out = append(out, rec.Msg)
-		}
-	}
-	return out
+	return slices.Clone(b.msgs)
 }
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
 
 // wantLogs checks that a Store logged exactly the records want names (by
 // a part of their message).
 func wantLogs(t *testing.T, b *logBuffer, want ...string) {
 	t.Helper()
-	got := b.msgs()
+	got := b.messages()
 	ok := len(got) == len(want)
 	for i := 0; ok && i < len(want); i++ {
 		ok = strings.Contains(got[i], want[i])
@@ -141,12 +139,7 @@ func TestRedisUnreachable(t *testing.T) {
 	defer prov.Close()
 	const calls = 10
 	crowd(t, rt, prov.URL, 0, calls, start.Add(outage+testProbe+testRelease+time.Second))
-	during := 0
-	for _, r := range prov.Requests() {
-		if r.At.Before(start.Add(outage)) {
-			during++
-		}
-	}
+	during := arrivedBefore(prov.Requests(), start.Add(outage))
 	// The calls' first failures (they start together), then one probe at
 	// most every 0.8 probe intervals.
 	if max := calls + 1 + int(outage/(testProbe*8/10)); during > max {

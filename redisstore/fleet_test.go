@@ -121,18 +121,8 @@ func TestFleetOutage(t *testing.T) {
 	srv := startRedis(t)
 	const outage = 12 * time.Second
 	start := time.Now().Add(startLead)
-	prov := fleet.NewProvider(fleet.Outage(start, outage, http.StatusBadGateway))
-	defer prov.Close()
-	ps := spawn(t, fleetConfigs(t, fleet.Config{Start: start, Spread: 6 * time.Second, Provider: prov.URL, Redis: srv.Addr}))
-
+	ps, last, during := rideOutage(t, srv.Addr, start, outage)
 	recovery := start.Add(outage)
-	last := results(t, ps, recovery.Add(probe+release+lagMargin))
-	during := 0
-	for _, r := range prov.Requests() {
-		if r.At.Before(recovery) {
-			during++
-		}
-	}
 	// One probe per interval for the fleet (12), plus the first failures
 	// (one per process, a few more while the news travels).
 	if max := int(outage/probe) + 6; during > max {
@@ -187,20 +177,10 @@ func TestFleetRedisDies(t *testing.T) {
 	srv := startRedis(t)
 	const outage = 10 * time.Second
 	start := time.Now().Add(startLead)
-	prov := fleet.NewProvider(fleet.Outage(start, outage, http.StatusBadGateway))
-	defer prov.Close()
 	kill := time.AfterFunc(time.Until(start.Add(4*time.Second)), srv.Kill)
 	defer kill.Stop()
-	ps := spawn(t, fleetConfigs(t, fleet.Config{Start: start, Spread: 6 * time.Second, Provider: prov.URL, Redis: srv.Addr}))
-
+	ps, last, during := rideOutage(t, srv.Addr, start, outage)
 	recovery := start.Add(outage)
-	last := results(t, ps, recovery.Add(probe+release+lagMargin))
-	during := 0
-	for _, r := range prov.Requests() {
-		if r.At.Before(recovery) {
-			during++
-		}
-	}
 	// Alone, a process sends its first failure and a probe at most every
 	// 0.8 s (a probe interval less 20 %).
 	alone := 1 + int(outage/(probe*8/10))
@@ -210,6 +190,33 @@ func TestFleetRedisDies(t *testing.T) {
 	logs(t, ps, "Redis calls fail")
 	t.Logf("fleet figures: %d requests during the %v outage with Redis killed at 4 s (%d probes in all; alone at most %d); slowest answer %v after the recovery",
 		during, outage, probes(ps), procs*alone, last.Sub(recovery).Round(time.Millisecond))
+}
+
+// rideOutage runs the fleet, sharing the Redis at addr, through a 502
+// outage of d from start, the calls arriving over its first 6 s. It checks
+// that every call answered within a probe interval and the release spread
+// of the recovery (results), and returns the processes, the slowest
+// answer's end, and how many requests reached the provider during the
+// outage.
+func rideOutage(t *testing.T, addr string, start time.Time, d time.Duration) (ps []fleet.Process, last time.Time, during int) {
+	t.Helper()
+	prov := fleet.NewProvider(fleet.Outage(start, d, http.StatusBadGateway))
+	defer prov.Close()
+	ps = spawn(t, fleetConfigs(t, fleet.Config{Start: start, Spread: 6 * time.Second, Provider: prov.URL, Redis: addr}))
+	recovery := start.Add(d)
+	last = results(t, ps, recovery.Add(probe+release+lagMargin))
+	return ps, last, arrivedBefore(prov.Requests(), recovery)
+}
+
+// arrivedBefore counts the requests that arrived before end.
+func arrivedBefore(reqs []fleet.Request, end time.Time) int {
+	n := 0
+	for _, r := range reqs {
+		if r.At.Before(end) {
+			n++
+		}
+	}
+	return n
 }
 
 // since returns the requests that arrived from start on.

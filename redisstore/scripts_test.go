@@ -17,16 +17,13 @@ import (
 // memory is bounded by the keys in use. Expiry is only that bound: facts
 // lapse by the callers' times.
 func TestExpiry(t *testing.T) {
-	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
+	m, st, key, now := expiryStore(t)
 	ctx := context.Background()
-	now := time.Now().Truncate(time.Millisecond)
-	key := st.Key("api.example.com", []byte("k"))
 	if _, err := st.Report(ctx, key, store.Report{At: now, Evidence: store.ProviderDown, Reason: "502 Bad Gateway",
 		DownFor: 15 * time.Second, NextProbe: now.Add(5 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	hash := "x:{" + key + "}:f"
+	hash := hashOf("x:", key)
 	if ttl := m.TTL(hash); ttl != 75*time.Second {
 		t.Errorf("the facts' hash expires in %v, want 75 s (15 s down + a minute)", ttl)
 	}
@@ -45,21 +42,15 @@ func TestExpiry(t *testing.T) {
 	if ttl := m.TTL(hash); ttl != 75*time.Second {
 		t.Errorf("after the release the hash expires in %v, want 75 s", ttl)
 	}
-	m.FastForward(76 * time.Second)
-	if keys := m.Keys(); len(keys) != 0 {
-		t.Errorf("Redis still holds %q", keys)
-	}
+	expireAll(t, m, 76*time.Second)
 }
 
 // A pace, a limit on calls in flight and send leases keep a key as long
 // as they live, and a minute more; no longer.
 func TestExpiryPace(t *testing.T) {
-	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
+	m, st, key, now := expiryStore(t)
 	ctx := context.Background()
-	now := time.Now().Truncate(time.Millisecond)
-	key := st.Key("api.example.com", []byte("k"))
-	hash, sends := "x:{"+key+"}:f", "x:{"+key+"}:sends"
+	hash, sends := hashOf("x:", key), "x:{"+key+"}:sends"
 	for _, step := range []struct {
 		name     string
 		do       func() error
@@ -96,10 +87,7 @@ func TestExpiryPace(t *testing.T) {
 			t.Errorf("after %s the send leases expire in %v (exist: %v), want %v", step.name, ttl, m.Exists(sends), step.sendsTTL)
 		}
 	}
-	m.FastForward(91 * time.Second)
-	if keys := m.Keys(); len(keys) != 0 {
-		t.Errorf("Redis still holds %q", keys)
-	}
+	expireAll(t, m, 91*time.Second)
 }
 
 // A tally keeps a key as long as it lives, and a minute more; an ended
@@ -107,12 +95,9 @@ func TestExpiryPace(t *testing.T) {
 // back), and no key is left without an expiry, even one that holds
 // nothing but an ended tally.
 func TestExpiryTally(t *testing.T) {
-	m := miniredis.RunT(t)
-	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
+	m, st, key, now := expiryStore(t)
 	ctx := context.Background()
-	now := time.Now().Truncate(time.Millisecond)
-	key := st.Key("api.example.com", []byte("k"))
-	hash, tallies := "x:{"+key+"}:f", "x:{"+key+"}:tallies"
+	hash, tallies := hashOf("x:", key), "x:{"+key+"}:tallies"
 	tally := func(owner string, n int, seq uint64, until time.Duration) store.Facts {
 		t.Helper()
 		f, err := st.Report(ctx, key, store.Report{At: now, Evidence: store.ProviderUp, Owner: owner, Unleased: n, Seq: seq, TallyUntil: now.Add(until)})
@@ -134,7 +119,23 @@ func TestExpiryTally(t *testing.T) {
 	if f := tally("b", 5, 1, 4*time.Minute); f.InFlight != 0 {
 		t.Errorf("a late count brought an ended tally back: %d in flight", f.InFlight)
 	}
-	m.FastForward(61 * time.Second)
+	expireAll(t, m, 61*time.Second)
+}
+
+// expiryStore returns a miniredis, a Store on it with the prefix x:, a
+// key's name and the time now, to the millisecond as Redis keeps it.
+func expiryStore(t *testing.T) (*miniredis.Miniredis, *redisstore.Store, string, time.Time) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	st := newStore(t, newClient(t, m.Addr()), redisstore.Options{Prefix: "x:", Timeout: roomyTimeout})
+	return m, st, st.Key("api.example.com", []byte("k")), time.Now().Truncate(time.Millisecond)
+}
+
+// expireAll moves m's clock on by d and checks that Redis then holds no
+// key.
+func expireAll(t *testing.T, m *miniredis.Miniredis, d time.Duration) {
+	t.Helper()
+	m.FastForward(d)
 	if keys := m.Keys(); len(keys) != 0 {
 		t.Errorf("Redis still holds %q", keys)
 	}

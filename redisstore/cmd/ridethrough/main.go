@@ -62,41 +62,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ridethrough: bad flags (see -h)")
 		return 2
 	}
-	exe, err := os.Executable()
+	ok, err := ride(cfg, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "ridethrough: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "a fake provider on 127.0.0.1 answers 502 for %v, then 200; %d processes × %d calls arrive over the first %v;\n"+
-		"each process has its own coordinated Transport (probe every %v at most)\n\n", cfg.down, cfg.procs, cfg.calls, cfg.arrive, cfg.probe)
-
-	if _, err := crowd(exe, cfg, "", "each process coordinating alone", stdout); err != nil {
-		fmt.Fprintf(stderr, "ridethrough: %v\n", err)
-		return 1
-	}
-	addr := cfg.redis
-	if addr == "" {
-		if !redisserver.Installed() {
-			fmt.Fprintln(stdout, "\n(redis-server is not installed: give -redis ADDR, or apt-get install redis-server)")
-			return 1
-		}
-		srv, err := redisserver.Start()
-		if err != nil {
-			fmt.Fprintf(stderr, "ridethrough: %v\n", err)
-			return 1
-		}
-		defer srv.Close()
-		addr = srv.Addr
-	}
-	ok, err := crowd(exe, cfg, addr, "sharing Redis "+addr, stdout)
-	if err != nil {
-		fmt.Fprintf(stderr, "ridethrough: %v\n", err)
-		return 1
 	}
 	if !ok {
 		return 1
 	}
 	return 0
+}
+
+// ride runs the fleet twice, each process coordinating alone and then all
+// of them sharing a Redis, printing the figures to stdout, and reports
+// whether every call came through in the Redis run.
+func ride(cfg config, stdout io.Writer) (bool, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return false, err
+	}
+	fmt.Fprintf(stdout, "a fake provider on 127.0.0.1 answers 502 for %v, then 200; %d processes × %d calls arrive over the first %v;\n"+
+		"each process has its own coordinated Transport (probe every %v at most)\n\n", cfg.down, cfg.procs, cfg.calls, cfg.arrive, cfg.probe)
+
+	if _, err := crowd(exe, cfg, "", "each process coordinating alone", stdout); err != nil {
+		return false, err
+	}
+	addr := cfg.redis
+	if addr == "" {
+		if !redisserver.Installed() {
+			fmt.Fprintln(stdout, "\n(redis-server is not installed: give -redis ADDR, or apt-get install redis-server)")
+			return false, nil
+		}
+		srv, err := redisserver.Start()
+		if err != nil {
+			return false, err
+		}
+		defer srv.Close()
+		addr = srv.Addr
+	}
+	return crowd(exe, cfg, addr, "sharing Redis "+addr, stdout)
 }
 
 // crowd runs the fleet once against a fresh provider, sharing redis if
