@@ -52,6 +52,22 @@ func TestFailoverBench(t *testing.T) {
 		t.Logf("wrote %s", path)
 	}
 
+	// The README set-up's verdicts. S02: the persistent 429 is waited out
+	// on the primary (429s are no blip) until a wait no longer fits the
+	// deadline. Since issue 31 a wait after a 429 is drawn from the upper
+	// half of its jitter window (1 s, 2 s, 4 s, ... halves: at least
+	// 0.5 s, 1 s, 2 s), so at most three attempts fall in the first 3 s
+	// and six fill the budget: the catalogue's required checks hold on
+	// every draw, and the cell passes every run.
+	readme := [16]string{
+		"pass", "pass", "pass", "pass", "pass", "safe", "partial", "safe",
+		"safe", "safe", "pass", "safe", "pass", "safe", "pass", "pass",
+	}
+	// With a long-context route the same but S12, whose 400 the long
+	// window answers.
+	readmeLong := readme
+	readmeLong[11] = "pass"
+
 	// want is the verdicts we expect of every cell, by row and scenario:
 	// "pass|fail" for a cell of a jittered row whose runs got both.
 	want := map[string][16]string{
@@ -63,21 +79,8 @@ func TestFailoverBench(t *testing.T) {
 			"pass", "safe", "pass", "safe", "pass", "safe", "pass", "safe",
 			"safe", "safe", "pass", "safe", "pass", "safe", "safe", "safe",
 		},
-		// S02: the persistent 429 is waited out on the primary (429s are
-		// no blip) until a wait no longer fits the deadline. Since issue
-		// 31 a wait after a 429 is drawn from the upper half of its
-		// jitter window (1 s, 2 s, 4 s, ... halves: at least 0.5 s, 1 s,
-		// 2 s), so at most three attempts fall in the first 3 s and six
-		// fill the budget: the catalogue's required checks hold on every
-		// draw, and the cell passes every run.
-		"llmretry, README set-up + long context": {
-			"pass", "pass", "pass", "pass", "pass", "safe", "partial", "safe",
-			"safe", "safe", "pass", "pass", "pass", "safe", "pass", "pass",
-		},
-		"llmretry, README set-up": {
-			"pass", "pass", "pass", "pass", "pass", "safe", "partial", "safe",
-			"safe", "safe", "pass", "safe", "pass", "safe", "pass", "pass",
-		},
+		"llmretry, README set-up + long context": readmeLong,
+		"llmretry, README set-up":                readme,
 		// Issue 29: the cut streams of S08, S09, S10 and S14 continued
 		// (prefilled on the primary, which continues an assistant turn).
 		fbContinuedAlone: {

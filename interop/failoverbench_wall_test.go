@@ -17,6 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/internal/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -209,7 +210,7 @@ func (w *fbWall) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	case "no_response":
 		w.act(i, fmt.Sprintf("no-response %s", fbTiming.noResponse))
-		if err := fbSleep(req.Context(), nil, fbTiming.noResponse); err != nil {
+		if err := clock.Sleep(req.Context(), fbTiming.noResponse); err != nil {
 			return nil, err // the client gave up: as net/http, its context's error
 		}
 		return nil, io.EOF // the wall hung up without a response
@@ -282,19 +283,14 @@ func fbConnReset() error {
 		Err:  os.NewSyscallError("read", syscall.ECONNRESET)}
 }
 
-// fbSleep sleeps d, returning early with ctx's error when ctx ends or with
-// io.ErrClosedPipe when gone closes (the client closed the body).
-func fbSleep(ctx context.Context, gone <-chan struct{}, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-gone:
-		return io.ErrClosedPipe
+// fbSleep sleeps d while a body is sent, returning early with why ctx
+// ended: the request's context error, or io.ErrClosedPipe when the client
+// closed the body (fbBody.Close).
+func fbSleep(ctx context.Context, d time.Duration) error {
+	if clock.Sleep(ctx, d) != nil {
+		return context.Cause(ctx)
 	}
+	return nil
 }
 
 // fbAnswer is one healthy or stream-shaped answer being sent.
@@ -347,12 +343,14 @@ type fbUsage struct {
 // honours the request's context and the client's Close.
 func (a fbAnswer) stream(req *http.Request) *http.Response {
 	pr, pw := io.Pipe()
-	body := &fbBody{PipeReader: pr, gone: make(chan struct{})}
 	ctx := req.Context()
+	sending, leave := context.WithCancelCause(ctx)
+	body := &fbBody{PipeReader: pr, leave: leave}
 	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
 	go func() {
 		defer stop()
-		pw.CloseWithError(a.send(ctx, body.gone, pw))
+		defer leave(nil)
+		pw.CloseWithError(a.send(sending, pw))
 	}()
 	h := http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}, "Cache-Control": {"no-cache"}, "X-Accel-Buffering": {"no"}}
 	return fbResponse(req, http.StatusOK, h, body, -1)
@@ -360,7 +358,7 @@ func (a fbAnswer) stream(req *http.Request) *http.Response {
 
 // send writes the stream's events and returns how the body ends: nil for
 // a clean end.
-func (a fbAnswer) send(ctx context.Context, gone <-chan struct{}, w io.Writer) error {
+func (a fbAnswer) send(ctx context.Context, w io.Writer) error {
 	created := time.Now().Unix()
 	chunk := func(d fbDelta, finish *string, u *fbUsage, choices bool) fbChunk {
 		c := fbChunk{ID: a.id, Object: "chat.completion.chunk", Created: created, Model: a.model, Choices: []fbChunkChoice{}, Usage: u}
@@ -376,7 +374,7 @@ func (a fbAnswer) send(ctx context.Context, gone <-chan struct{}, w io.Writer) e
 	}
 	if a.mode == "slow" {
 		a.wall.act(a.entry, fmt.Sprintf("200 stream, first token after %s", fbTiming.slowTTFT))
-		if err := fbSleep(ctx, gone, fbTiming.slowTTFT); err != nil {
+		if err := fbSleep(ctx, fbTiming.slowTTFT); err != nil {
 			return err
 		}
 	}
@@ -392,7 +390,7 @@ func (a fbAnswer) send(ctx context.Context, gone <-chan struct{}, w io.Writer) e
 			return io.ErrUnexpectedEOF
 		case a.mode == "stall" && i == fbTiming.stallAfter:
 			a.wall.act(a.entry, fmt.Sprintf("200 stream stalled after %d tokens for %s then close", i, fbTiming.stall))
-			if err := fbSleep(ctx, gone, fbTiming.stall); err != nil {
+			if err := fbSleep(ctx, fbTiming.stall); err != nil {
 				return err
 			}
 			return io.ErrUnexpectedEOF
@@ -410,7 +408,7 @@ func (a fbAnswer) send(ctx context.Context, gone <-chan struct{}, w io.Writer) e
 			return err
 		}
 		sent++
-		if err := fbSleep(ctx, gone, fbTiming.tokenInterval); err != nil {
+		if err := fbSleep(ctx, fbTiming.tokenInterval); err != nil {
 			return err
 		}
 	}
@@ -461,7 +459,7 @@ func (a fbAnswer) plain(req *http.Request) *http.Response {
 	switch a.mode {
 	case "slow":
 		a.wall.act(a.entry, fmt.Sprintf("200 after %s", fbTiming.slowTTFT))
-		if err := fbSleep(ctx, nil, fbTiming.slowTTFT); err != nil {
+		if err := clock.Sleep(ctx, fbTiming.slowTTFT); err != nil {
 			return fbResponse(req, http.StatusOK, h, io.NopCloser(&fbFailingReader{err: err}), int64(len(b)))
 		}
 	case "cut":
@@ -471,9 +469,11 @@ func (a fbAnswer) plain(req *http.Request) *http.Response {
 	case "stall":
 		a.wall.act(a.entry, fmt.Sprintf("200 headers then silence %s then close", fbTiming.stall))
 		pr, pw := io.Pipe()
-		body := &fbBody{PipeReader: pr, gone: make(chan struct{})}
+		sending, leave := context.WithCancelCause(ctx)
+		body := &fbBody{PipeReader: pr, leave: leave}
 		go func() {
-			err := fbSleep(ctx, body.gone, fbTiming.stall)
+			defer leave(nil)
+			err := fbSleep(sending, fbTiming.stall)
 			if err == nil {
 				err = io.ErrUnexpectedEOF
 			}
@@ -495,13 +495,12 @@ func (a fbAnswer) plain(req *http.Request) *http.Response {
 // fbBody is a streamed body: closing it tells the wall the client left.
 type fbBody struct {
 	*io.PipeReader
-	gone chan struct{}
-	once sync.Once
+	leave context.CancelCauseFunc // ends the sender's context
 }
 
 // Close closes the pipe and lets the wall's sender go.
 func (b *fbBody) Close() error {
-	b.once.Do(func() { close(b.gone) })
+	b.leave(io.ErrClosedPipe)
 	return b.PipeReader.Close()
 }
 

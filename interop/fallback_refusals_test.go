@@ -22,9 +22,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
 	antoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmretry/llmretry"
 	"github.com/llmretry/llmretry/internal/testkit"
+	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,6 +67,29 @@ func route(t *testing.T, from, to string, h http.Header) llmretry.Route {
 	r, err := llmretry.RouteTo(from, to, h)
 	require.NoError(t, err)
 	return r
+}
+
+// routedOpenAI returns openai-go, its own retries off, over llmretry to
+// the OpenAI API at base with both kinds of route: key B as the Fallback,
+// and as the LongContext route gpt-4.1 on key A (set again by the route:
+// llmretry removes the primary's). Each attempt goes to rec.
+func routedOpenAI(t *testing.T, base string, rec *recorder) openai.Client {
+	t.Helper()
+	rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on,
+		Fallback:    []llmretry.Route{route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKeyB}})},
+		LongContext: []llmretry.Route{withModel(route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKey}}), openAILongModel)}})
+	return openAIClient(base+"/", rt, oaoption.WithMaxRetries(0))
+}
+
+// routedAnthropic returns anthropic-sdk-go, its own retries off, over
+// llmretry to the Anthropic API at base with both kinds of route: key B
+// as the Fallback, and as the LongContext route key A with the 1M-token
+// window asked for. Each attempt goes to rec.
+func routedAnthropic(t *testing.T, base string, rec *recorder) anthropic.Client {
+	t.Helper()
+	rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on, Fallback: []llmretry.Route{keyB(t, base)},
+		LongContext: []llmretry.Route{route(t, base, base, http.Header{"X-Api-Key": {dummyAnthropicKey}, "Anthropic-Beta": {anthropicContext1M}})}})
+	return anthropicClient(base+"/", rt, antoption.WithMaxRetries(0))
 }
 
 // --- The providers' words ---
@@ -146,11 +171,8 @@ func TestLongContextOpenAI(t *testing.T) {
 			if tc.azure {
 				base = strings.TrimSuffix(base, "/v1") + "/openai/v1"
 			}
-			keyB := route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKeyB}})
-			long := withModel(route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKey}}), openAILongModel)
 			var rec recorder
-			rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on, Fallback: []llmretry.Route{keyB}, LongContext: []llmretry.Route{long}})
-			client := openAIClient(base+"/", rt, oaoption.WithMaxRetries(0))
+			client := routedOpenAI(t, base, &rec)
 
 			got, err := client.Chat.Completions.New(context.Background(), openAIParams())
 			require.NoError(t, err)
@@ -192,10 +214,8 @@ func TestLongContextAnthropic(t *testing.T) {
 				return anthropicAnswer("Hello from the long window!", "claude-sonnet-4-5-20250929", 211234, 9)
 			})
 			base := serve(t, prov)
-			long := route(t, base, base, http.Header{"X-Api-Key": {dummyAnthropicKey}, "Anthropic-Beta": {anthropicContext1M}})
 			var rec recorder
-			rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on, Fallback: []llmretry.Route{keyB(t, base)}, LongContext: []llmretry.Route{long}})
-			client := anthropicClient(base+"/", rt, antoption.WithMaxRetries(0))
+			client := routedAnthropic(t, base, &rec)
 
 			if stream {
 				text, err := anthropicStreamText(t, client)
@@ -241,10 +261,7 @@ func TestOther400sNeverMove(t *testing.T) {
 			prov := testkit.NewProvider(tc.reply)
 			base := serve(t, prov) + "/v1"
 			var rec recorder
-			rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on,
-				Fallback:    []llmretry.Route{route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKeyB}})},
-				LongContext: []llmretry.Route{withModel(route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKey}}), openAILongModel)}})
-			client := openAIClient(base+"/", rt, oaoption.WithMaxRetries(0))
+			client := routedOpenAI(t, base, &rec)
 			apiErr := openAIError(t, client)
 			assert.Equal(t, 400, apiErr.StatusCode)
 			var body struct{ Error json.RawMessage }
@@ -263,9 +280,7 @@ func TestOther400sNeverMove(t *testing.T) {
 			prov := testkit.NewProvider(testkit.AnthropicError(400, "invalid_request_error", tc.message))
 			base := serve(t, prov)
 			var rec recorder
-			rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on, Fallback: []llmretry.Route{keyB(t, base)},
-				LongContext: []llmretry.Route{route(t, base, base, http.Header{"X-Api-Key": {dummyAnthropicKey}, "Anthropic-Beta": {anthropicContext1M}})}})
-			client := anthropicClient(base+"/", rt, antoption.WithMaxRetries(0))
+			client := routedAnthropic(t, base, &rec)
 			apiErr := anthropicError(t, client)
 			assert.Equal(t, 400, apiErr.StatusCode)
 			assert.Contains(t, apiErr.Error(), strings.Trim(testkit.Quote(tc.message), `"`), "the provider's words")
@@ -313,10 +328,7 @@ func TestKeyRefusedAnswersWithKeyB(t *testing.T) {
 			})
 			base := serve(t, prov) + "/v1"
 			var rec recorder
-			rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on,
-				Fallback:    []llmretry.Route{route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKeyB}})},
-				LongContext: []llmretry.Route{withModel(route(t, base, base, http.Header{"Authorization": {"Bearer " + dummyOpenAIKey}}), openAILongModel)}})
-			client := openAIClient(base+"/", rt, oaoption.WithMaxRetries(0))
+			client := routedOpenAI(t, base, &rec)
 			got, err := client.Chat.Completions.New(context.Background(), openAIParams())
 			require.NoError(t, err)
 			assert.Equal(t, "Hello from key B!", got.Choices[0].Message.Content)
@@ -346,9 +358,7 @@ func TestKeyRefusedAnswersWithKeyB(t *testing.T) {
 			})
 			base := serve(t, prov)
 			var rec recorder
-			rt := retrying(t, http.DefaultTransport, llmretry.Policy{RetryStreams: true, OnAttempt: rec.on, Fallback: []llmretry.Route{keyB(t, base)},
-				LongContext: []llmretry.Route{route(t, base, base, http.Header{"X-Api-Key": {dummyAnthropicKey}, "Anthropic-Beta": {anthropicContext1M}})}})
-			client := anthropicClient(base+"/", rt, antoption.WithMaxRetries(0))
+			client := routedAnthropic(t, base, &rec)
 			msg, err := client.Messages.New(context.Background(), anthropicParams())
 			require.NoError(t, err)
 			assert.Equal(t, "Hello from key B!", msg.Content[0].Text)

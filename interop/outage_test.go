@@ -238,10 +238,7 @@ var outageAnswer = testkit.OpenAIChatCompletion("Back again: here is your answer
 // RoundTrip answers req as the timeline says at the time it arrives. A
 // connection error counts as an attempt: the request was sent.
 func (tl *timeline) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-		req.Body.Close()
-	}
+	discardBody(req)
 	now := time.Since(tl.start)
 	tl.mu.Lock()
 	tl.at = append(tl.at, now)

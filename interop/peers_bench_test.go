@@ -52,10 +52,7 @@ type benchBase struct {
 }
 
 func (b *benchBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-		req.Body.Close()
-	}
+	discardBody(req)
 	rep := benchOK
 	if b.failFirst {
 		b.n++

@@ -421,6 +421,15 @@ func (r *recorder) routes() []int {
 	return rs
 }
 
+// discardBody reads req's body to the end and closes it, as a server
+// would: for an in-memory provider that answers without looking at it.
+func discardBody(req *http.Request) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+}
+
 // stripShouldRetry is a RoundTripper that removes X-Should-Retry from every
 // response of next: it stands for an llmretry that did not mark the
 // responses it gave up on, to show what the mark prevents.

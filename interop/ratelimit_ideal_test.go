@@ -83,6 +83,12 @@ func percentile(times []time.Duration, p int) time.Duration {
 	return s[max(rank, 1)-1]
 }
 
+// quantiles returns the 50th, 95th and 100th percentiles of times: the
+// median, the 95th and the last.
+func quantiles(times []time.Duration) []time.Duration {
+	return []time.Duration{percentile(times, 50), percentile(times, 95), percentile(times, 100)}
+}
+
 // TestRateLimitIdeal checks the ideal pacing computation by hand.
 func TestRateLimitIdeal(t *testing.T) {
 	s := time.Second
@@ -96,8 +102,7 @@ func TestRateLimitIdeal(t *testing.T) {
 	assert.Equal(t, slices.Repeat([]time.Duration{0}, 10), adm[:10])
 	assert.Equal(t, []time.Duration{1 * s, 2 * s}, adm[10:12])
 	assert.Equal(t, 90*s, adm[99])
-	tt := idealTimes(bucket, together)
-	assert.Equal(t, []time.Duration{42 * s, 87 * s, 92 * s}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)},
+	assert.Equal(t, []time.Duration{42 * s, 87 * s, 92 * s}, quantiles(idealTimes(bucket, together)),
 		"issue 19: the 95th call by 87 s, the last by about 92 s")
 
 	// Over 10 s, one every 100 ms: calls 0–10 find a request (the 11th
@@ -108,18 +113,15 @@ func TestRateLimitIdeal(t *testing.T) {
 	assert.Equal(t, spread[:11], adm[:11])
 	assert.Equal(t, 2*s, adm[11])
 	assert.Equal(t, 90*s, adm[99])
-	tt = idealTimes(bucket, spread)
-	assert.Equal(t, []time.Duration{37100 * ms, 77600 * ms, 82100 * ms}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)})
+	assert.Equal(t, []time.Duration{37100 * ms, 77600 * ms, 82100 * ms}, quantiles(idealTimes(bucket, spread)))
 
 	// 8 in flight, 2 s each, all at once: call i at 2⌊i/8⌋ s.
-	tt = idealTimes(conc, together)
-	assert.Equal(t, []time.Duration{14 * s, 24 * s, 26 * s}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)})
+	assert.Equal(t, []time.Duration{14 * s, 24 * s, 26 * s}, quantiles(idealTimes(conc, together)))
 	// Over 10 s: call i at 0.1(i mod 8) + 2⌊i/8⌋ s, answered
 	// 1.2⌊i/8⌋ + 2 s after it arrived.
 	adm = idealAdmissions(conc, spread)
 	assert.Equal(t, []time.Duration{2 * s, 2100 * ms}, adm[8:10])
-	tt = idealTimes(conc, spread)
-	assert.Equal(t, []time.Duration{9200 * ms, 15200 * ms, 16400 * ms}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)})
+	assert.Equal(t, []time.Duration{9200 * ms, 15200 * ms, 16400 * ms}, quantiles(idealTimes(conc, spread)))
 
 	// The token limit, 20 requests of 1,000 tokens and one back every
 	// 3 s: all at once, call k ≥ 20 (from 0) at 3(k − 19) s.
@@ -128,8 +130,7 @@ func TestRateLimitIdeal(t *testing.T) {
 	assert.Equal(t, slices.Repeat([]time.Duration{0}, 20), adm[:20])
 	assert.Equal(t, []time.Duration{3 * s, 6 * s}, adm[20:22])
 	assert.Equal(t, 240*s, adm[99])
-	tt = idealTimes(tpm, together)
-	assert.Equal(t, []time.Duration{92 * s, 227 * s, 242 * s}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)})
+	assert.Equal(t, []time.Duration{92 * s, 227 * s, 242 * s}, quantiles(idealTimes(tpm, together)))
 	// Over 10 s: calls 0–19 find their tokens (20 × 1,000 in the bucket
 	// at the start, the 20th arriving at 1.9 s); call k ≥ 20 is admitted
 	// at 3(k − 19) s and answers 2.9k − 55 s after it arrived.
@@ -137,8 +138,7 @@ func TestRateLimitIdeal(t *testing.T) {
 	assert.Equal(t, spread[:20], adm[:20])
 	assert.Equal(t, 3*s, adm[20])
 	assert.Equal(t, 240*s, adm[99])
-	tt = idealTimes(tpm, spread)
-	assert.Equal(t, []time.Duration{87100 * ms, 217600 * ms, 232100 * ms}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)})
+	assert.Equal(t, []time.Duration{87100 * ms, 217600 * ms, 232100 * ms}, quantiles(idealTimes(tpm, spread)))
 
 	// The acceleration limit, all at once: 5 at 0, 10 at 1 s, 20 at 2 s
 	// (each second twice the one before), then the 60-request bucket,
@@ -149,8 +149,7 @@ func TestRateLimitIdeal(t *testing.T) {
 	assert.Equal(t, slices.Repeat([]time.Duration{0}, 5), adm[:5])
 	assert.Equal(t, []time.Duration{1 * s, 1 * s, 2 * s, 2 * s, 3 * s, 3 * s, 4 * s, 5 * s}, []time.Duration{adm[5], adm[14], adm[15], adm[34], adm[35], adm[62], adm[63], adm[64]})
 	assert.Equal(t, 40*s, adm[99])
-	tt = idealTimes(accel, together)
-	assert.Equal(t, []time.Duration{5 * s, 37 * s, 42 * s}, []time.Duration{percentile(tt, 50), percentile(tt, 95), percentile(tt, 100)})
+	assert.Equal(t, []time.Duration{5 * s, 37 * s, 42 * s}, quantiles(idealTimes(accel, together)))
 
 	// Nearest rank, and a call with no answer sorts last.
 	assert.Equal(t, 3*s, percentile([]time.Duration{4 * s, 1 * s, 3 * s, 2 * s}, 75))

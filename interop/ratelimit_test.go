@@ -51,7 +51,6 @@ package interop
 // only, so inside a synctest bubble its minutes pass at once.
 
 import (
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -327,10 +326,7 @@ func (l *rateLimiter) admit(now time.Time) (bool, testkit.Reply) {
 // genTime (admitted) or refuseTime (refused), or earlier with the
 // request's context error if its caller gives up first.
 func (l *rateLimiter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-		req.Body.Close()
-	}
+	discardBody(req)
 	callIdx := -1
 	if i, ok := req.Context().Value(crowdCallKey{}).(int); ok {
 		callIdx = i
@@ -397,15 +393,7 @@ func (l *rateLimiter) throughput() (float64, bool) {
 
 // throughputOf is throughput over recs, in arrival order.
 func throughputOf(s rateSpec, recs []rateRecord) (float64, bool) {
-	t0, t1, refused := time.Duration(0), time.Duration(0), false
-	for _, r := range recs {
-		switch {
-		case !r.admitted && !refused:
-			t0, refused = r.at, true
-		case r.admitted:
-			t1 = r.at
-		}
-	}
+	t0, t1, refused := waitedOn(recs)
 	if !refused || t1 <= t0 {
 		return 0, false
 	}
@@ -436,13 +424,10 @@ func throughputOf(s rateSpec, recs []rateRecord) (float64, bool) {
 	return float64(n) / (float64(held) + window.Seconds()*s.rate()), true
 }
 
-// longestIdle returns the longest the limit sat wholly unused between the
-// first refusal and the last admission: the bucket full, or no request in
-// flight. Each admission ends an idle stretch that began when the bucket
-// was full again after the one before (or when the last request in flight
-// was answered). A bucket is counted in requests (rateSpec.every).
-func longestIdle(s rateSpec, recs []rateRecord) time.Duration {
-	t0, t1, refused := time.Duration(0), time.Duration(0), false
+// waitedOn returns the span in which calls waited on the limit, from recs
+// in arrival order: from the first refusal's arrival (t0) to the last
+// admission's (t1). It reports false when no request was refused.
+func waitedOn(recs []rateRecord) (t0, t1 time.Duration, refused bool) {
 	for _, r := range recs {
 		switch {
 		case !r.admitted && !refused:
@@ -451,6 +436,16 @@ func longestIdle(s rateSpec, recs []rateRecord) time.Duration {
 			t1 = r.at
 		}
 	}
+	return t0, t1, refused
+}
+
+// longestIdle returns the longest the limit sat wholly unused between the
+// first refusal and the last admission: the bucket full, or no request in
+// flight. Each admission ends an idle stretch that began when the bucket
+// was full again after the one before (or when the last request in flight
+// was answered). A bucket is counted in requests (rateSpec.every).
+func longestIdle(s rateSpec, recs []rateRecord) time.Duration {
+	t0, t1, refused := waitedOn(recs)
 	if !refused {
 		return 0
 	}
