@@ -77,8 +77,7 @@ func TestPersonUnansweredQuestionEndsWithTheContext(t *testing.T) {
 		person := new(Person)
 		got := make(chan *Question, 1)
 		go func() { got <- <-person.Questions() }() // receives, never answers
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, 10*time.Minute)
 		start := time.Now()
 		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 1, Reserve: time.Second, OnExhausted: person.Ask}), ctx)
 		assert.Nil(t, resp)

@@ -71,8 +71,7 @@ func TestStalledErrorBodyKeepsTheReserve(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := &stallBase{ct: c.ct}
 				rt := mustNew(t, base, Policy{Waits: []time.Duration{c.wait}, Reserve: reserve})
-				ctx, cancel := context.WithTimeout(context.Background(), deadline)
-				defer cancel()
+				ctx := withDeadline(t, deadline)
 				start := time.Now()
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{}`))
 				require.NoError(t, err)
@@ -113,8 +112,7 @@ func TestStalledErrorBodyOverTheNetwork(t *testing.T) {
 			tr := srv.Client().Transport.(*http.Transport)
 			defer tr.CloseIdleConnections()
 			send := func(rt http.RoundTripper) (time.Duration, time.Duration) {
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				defer cancel()
+				ctx := withDeadline(t, 3*time.Second)
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{}`))
 				require.NoError(t, err)
 				start := time.Now()
@@ -145,8 +143,7 @@ func TestChaosStalledErrorBodyEndsWithTheDeadline(t *testing.T) {
 	rec := &recorder{}
 	rt := mustNew(t, chaosBase(t), Policy{Waits: chaosWaits, Reserve: time.Millisecond, OnAttempt: rec.on})
 	const deadline = 300 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
+	ctx := withDeadline(t, deadline)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, prov.srv.URL, strings.NewReader(`{}`))
 	require.NoError(t, err)
 	req.Header.Set(chaosReqHeader, "r")
@@ -175,8 +172,7 @@ func TestCopyBodyHonoursTheContext(t *testing.T) {
 		defer pw.Close()
 		go func() { _, _ = pw.Write([]byte(`{"model":`)) }() // then nothing
 		prov := testkit.NewProvider(testkit.OK())
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
+		ctx := withDeadline(t, 500*time.Millisecond)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, pr)
 		require.NoError(t, err)
 		start := time.Now()
@@ -300,8 +296,7 @@ func TestBodyReachesProviderIntactOnEveryAttempt(t *testing.T) {
 			base := loopbackBase(t, 2)
 			rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Millisecond}, Reserve: time.Millisecond})
 
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := withDeadline(t, 30*time.Second)
 			body := &countingBody{Reader: bytes.NewReader(c.body)}
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, prov.srv.URL+"/v1/chat/completions?key=k", body)
 			require.NoError(t, err)

@@ -329,8 +329,7 @@ func TestAttemptTimeoutBoundsASilentProvider(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &silentThen{silent: 2}
 		var rec recorder
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, 10*time.Minute)
 		start := time.Now()
 		resp, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, AttemptTimeout: 20 * time.Second, OnAttempt: rec.on}), ctx)
 		require.NoError(t, err)
@@ -387,8 +386,7 @@ func TestAttemptTimeoutIsEvidenceOfDown(t *testing.T) {
 		st := coordination.NewMemoryStore()
 		rt, err := NewCoordinated(base, Policy{Waits: []time.Duration{time.Second}, Reserve: 10 * time.Second, AttemptTimeout: 5 * time.Second}, coordination.Config{ProbeInterval: 5 * time.Second, Store: st})
 		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, time.Minute)
 		start := time.Now()
 		_, err = post(t, rt, ctx)
 		assert.ErrorIs(t, err, ErrNoTimeLeft)

@@ -283,8 +283,7 @@ func TestTimeoutsFromBelowAreRetried(t *testing.T) {
 				}
 				return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
+			ctx := withDeadline(t, 5*time.Minute)
 			resp, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Second}), ctx)
 			require.NoError(t, err)
 			assert.Equal(t, 200, resp.StatusCode)
@@ -307,8 +306,7 @@ func TestTimeoutsFromBelowAreRetried(t *testing.T) {
 		defer close(release)
 		tr := &http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}
 		defer tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, time.Minute)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{}`))
 		require.NoError(t, err)
 		resp, err := mustNew(t, tr, Policy{Waits: []time.Duration{0}, Reserve: time.Second}).RoundTrip(req)
@@ -324,8 +322,7 @@ func TestTimeoutsFromBelowAreRetried(t *testing.T) {
 				<-r.Context().Done()
 				return nil, r.Context().Err()
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
+			ctx := withDeadline(t, time.Minute)
 			_, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{0}}), ctx)
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Equal(t, int32(1), n.Load())

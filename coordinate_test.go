@@ -150,8 +150,7 @@ func TestGatekeeperSeam(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			fk := &fakeKeeper{}
 			prov := testkit.NewProvider(testkit.Fail(503, "Retry-After", "3"), testkit.OK())
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
+			ctx := withDeadline(t, 10*time.Minute)
 			start := time.Now()
 			p := waits
 			p.MaxRetries = 2

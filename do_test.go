@@ -106,8 +106,7 @@ func TestDoRetriesRunOut(t *testing.T) {
 func TestDoKeepsTheReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tl := &tool{script: []error{errBusy}}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, 2*time.Minute)
 		start := time.Now()
 		_, err := Do(ctx, Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, Reserve: time.Minute}, tl.call)
 		assert.ErrorIs(t, err, errBusy)
@@ -159,8 +158,7 @@ func TestDoCancelDuringWait(t *testing.T) {
 // own and is not retried.
 func TestDoDoesNotRetryTheContextsOwnError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
+		ctx := withDeadline(t, time.Hour)
 		calls := 0
 		start := time.Now()
 		_, err := Do(ctx, Policy{Waits: []time.Duration{time.Second}}, func(ctx context.Context) (int, error) {

@@ -133,8 +133,7 @@ func TestOnExhaustedRoundsKeepTheReserve(t *testing.T) {
 		prov := testkit.NewProvider(testkit.Fail(503))
 		ask := &asked{answers: []bool{true}}
 		rt := mustNew(t, prov, Policy{Waits: []time.Duration{10 * time.Second}, MaxRetries: 2, Reserve: time.Minute, OnExhausted: ask.Ask})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, 2*time.Minute)
 		start := time.Now()
 		resp, err := post(t, rt, ctx)
 		require.NoError(t, err)
@@ -192,8 +191,7 @@ func TestDeadlineWhileAsking(t *testing.T) {
 			<-ctx.Done()
 			return true
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, 5*time.Minute)
 		start := time.Now()
 		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 1, Reserve: time.Second, OnExhausted: blocking}), ctx)
 		assert.Nil(t, resp)

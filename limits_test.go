@@ -73,8 +73,7 @@ func TestSigV4RequestNeverResentStale(t *testing.T) {
 		var rec recorder
 		p := hostPolicy
 		p.OnAttempt = rec.on
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, 8*time.Minute)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse", strings.NewReader(`{"messages":[]}`))
 		require.NoError(t, err)
 		signV4(req)
@@ -97,8 +96,7 @@ func TestSigV4LongerRideThroughDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		aws := &awsProvider{up: start.Add(7 * time.Minute)}
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, 8*time.Minute)
 		status, err := Do(ctx, hostPolicy, func(ctx context.Context) (int, error) {
 			// What client.Converse does on each call: build, sign, send.
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse", strings.NewReader(`{}`))

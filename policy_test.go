@@ -102,17 +102,14 @@ func TestReserveFor(t *testing.T) {
 func TestDefaultReserveCountsFromTheStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &silentThen{silent: 1}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
+		ctx := withDeadline(t, 30*time.Second)
 		_, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{2 * time.Second}, AttemptTimeout: 23 * time.Second}), ctx)
 		assert.ErrorIs(t, err, ErrNoTimeLeft)
 		starts, _ := base.attempts()
 		assert.Len(t, starts, 1)
 
 		base = &silentThen{silent: 1}
-		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		resp, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, AttemptTimeout: 23 * time.Second}), ctx)
+		resp, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, AttemptTimeout: 23 * time.Second}), withDeadline(t, 30*time.Second))
 		require.NoError(t, err, "at 24 s: just fits")
 		resp.Body.Close()
 	})

@@ -171,8 +171,7 @@ func TestRouteCredentialsNeverCross(t *testing.T) {
 				req.Header.Set(k, v)
 			}
 			req.Header["x-goog-api-key"] = []string{"PRIMARY-LOWERCASE"} // set directly, not canonical
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := withDeadline(t, 30*time.Second)
 			resp, err := rt.RoundTrip(req.WithContext(ctx))
 			require.NoError(t, err)
 			got, err := io.ReadAll(resp.Body)

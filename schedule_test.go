@@ -32,8 +32,7 @@ func TestMaxRetriesCapsWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		prov := testkit.NewProvider(testkit.Fail(502))
 		rt := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second, time.Second, time.Second}, MaxRetries: 1})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
+		ctx := withDeadline(t, time.Hour)
 		_, err := post(t, rt, ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 2, prov.Attempts())
@@ -48,8 +47,7 @@ func TestWaitsWithDeadlineRepeatLastWaitAndKeepReserve(t *testing.T) {
 		prov := testkit.NewProvider(testkit.Fail(503))
 		var rec recorder
 		rt := mustNew(t, prov, Policy{Waits: []time.Duration{5 * time.Second, 10 * time.Second}, Reserve: time.Minute, OnAttempt: rec.on})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, 2*time.Minute)
 		start := time.Now()
 		resp, err := post(t, rt, ctx)
 		require.NoError(t, err)
@@ -71,8 +69,7 @@ func TestWaitsWithDeadlineZeroLastWaitIsNotRepeated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		prov := testkit.NewProvider(testkit.Fail(503), testkit.Fail(503), testkit.Fail(503), testkit.OK()) // a fourth attempt would be answered
 		rt := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second, 0}, Reserve: time.Minute})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
+		ctx := withDeadline(t, time.Hour)
 		resp, err := post(t, rt, ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
@@ -87,8 +84,7 @@ func TestDeadlineTooCloseReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		prov := testkit.NewProvider(testkit.Fail(502), testkit.OK())
 		rt := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, Reserve: time.Minute})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
+		ctx := withDeadline(t, 30*time.Second)
 		start := time.Now()
 		resp, err := post(t, rt, ctx)
 		require.NoError(t, err)
@@ -141,8 +137,7 @@ func TestExponentialRespectsDeadlineAndReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		prov := testkit.NewProvider(testkit.Fail(503))
 		rt := mustNew(t, prov, Policy{MaxRetries: 1000, MaxWait: 10 * time.Second, Reserve: 30 * time.Second})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
+		ctx := withDeadline(t, 2*time.Minute)
 		_, err := post(t, rt, ctx)
 		require.NoError(t, err)
 		deadline, _ := ctx.Deadline()
@@ -165,8 +160,7 @@ func TestServerWaitTooLongEndsRetrying(t *testing.T) {
 
 		// within MaxRetryAfter but past the deadline and reserve
 		prov = testkit.NewProvider(testkit.Fail(503, "Retry-After", "120"), testkit.OK())
-		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-		defer cancel()
+		ctx := withDeadline(t, 150*time.Second)
 		start := time.Now()
 		resp, err = post(t, mustNew(t, prov, Policy{Reserve: time.Minute}), ctx)
 		require.NoError(t, err)

@@ -636,8 +636,7 @@ func TestStreamGuardKeepsTheReserve(t *testing.T) {
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return sseResponse(r, newStallBody(": keep-alive\n\n")), nil
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
+		ctx := withDeadline(t, 30*time.Second)
 		req := streamRequest(t, testURL, `{"stream":true}`).WithContext(ctx)
 		start := time.Now()
 		_, err := mustNew(t, base, Policy{RetryStreams: true, Reserve: 10 * time.Second}).RoundTrip(req)
@@ -682,8 +681,7 @@ func TestStreamGuardOverLoopback(t *testing.T) {
 	}))
 	defer srv.Close()
 	rt := mustNew(t, srv.Client().Transport, Policy{RetryStreams: true, Waits: []time.Duration{10 * time.Millisecond}})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withDeadline(t, time.Minute)
 	req := streamRequest(t, srv.URL+"/v1/messages", `{"model":"m","stream":true}`).WithContext(ctx)
 	resp, err := rt.RoundTrip(req)
 	require.NoError(t, err)

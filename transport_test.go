@@ -54,8 +54,7 @@ func TestCallerRequestUntouched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		prov := testkit.NewProvider(testkit.Fail(503), testkit.Fail(503), testkit.OK())
 		body := &countingBody{Reader: strings.NewReader(`{"prompt":"hi"}`)}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
+		ctx := withDeadline(t, time.Hour)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL+"?key=SECRET", body)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer SECRET")

@@ -147,19 +147,7 @@ func runCrowd(t *testing.T, c crowdClient, s crowdScenario) crowdRun {
 				mu.Unlock()
 			}
 		}
-		clients := make([]*http.Client, s.calls)
-		if c.coordinated {
-			rt, err := llmretry.NewCoordinated(base, p, coordination.Config{})
-			require.NoError(t, err)
-			shared := &http.Client{Transport: rt}
-			for i := range clients {
-				clients[i] = shared
-			}
-		} else {
-			for i := range clients {
-				clients[i] = &http.Client{Transport: retrying(t, base, p)}
-			}
-		}
+		clients := httpClients(t, base, p, s.calls, c.coordinated)
 		r.errs = make([]error, s.calls)
 		r.done = make([]time.Duration, s.calls)
 		var wg sync.WaitGroup
@@ -649,4 +637,25 @@ the provider until 30 s after the first 429.
 		fmt.Fprintf(&b, "| (%s) %s | %s%s | %d/%d | %d | %s | %s |\n", r.scenario.id, r.scenario.name, r.client.name, mark, r.ok(), r.scenario.calls, len(r.at), lag, after)
 	}
 	return b.String()
+}
+
+// httpClients returns n clients over base with policy p: one shared
+// client over a coordinated Transport, or each its own Transport (a
+// process of its own, as far as retries go).
+func httpClients(t *testing.T, base http.RoundTripper, p llmretry.Policy, n int, coordinated bool) []*http.Client {
+	t.Helper()
+	clients := make([]*http.Client, n)
+	if coordinated {
+		rt, err := llmretry.NewCoordinated(base, p, coordination.Config{})
+		require.NoError(t, err)
+		shared := &http.Client{Transport: rt}
+		for i := range clients {
+			clients[i] = shared
+		}
+		return clients
+	}
+	for i := range clients {
+		clients[i] = &http.Client{Transport: retrying(t, base, p)}
+	}
+	return clients
 }

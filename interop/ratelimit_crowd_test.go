@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/llmretry/llmretry"
-	"github.com/llmretry/llmretry/coordination"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -75,19 +74,7 @@ func runRateCrowd(t *testing.T, spec rateSpec, arrival rateArrival, c crowdClien
 	r := rateRun{spec: spec, arrival: arrival, client: c, start: arrival.arrivals(crowdCalls)}
 	synctest.Test(t, func(t *testing.T) {
 		prov := newRateLimiter(spec)
-		clients := make([]*http.Client, crowdCalls)
-		if c.coordinated {
-			rt, err := llmretry.NewCoordinated(prov, c.policy(), coordination.Config{})
-			require.NoError(t, err)
-			shared := &http.Client{Transport: rt}
-			for i := range clients {
-				clients[i] = shared
-			}
-		} else {
-			for i := range clients {
-				clients[i] = &http.Client{Transport: retrying(t, prov, c.policy())}
-			}
-		}
+		clients := httpClients(t, prov, c.policy(), crowdCalls, c.coordinated)
 		send := plainChat
 		switch spec.style {
 		case styleAnthropic, styleConcurrency:
