@@ -198,7 +198,7 @@ func TestAttemptFromContextRoute(t *testing.T) {
 		var mu sync.Mutex
 		var seen []int
 		prim, fb := testkit.NewProvider(testkit.Fail(503)), testkit.NewProvider(testkit.Fail(503), testkit.OK())
-		hosts := byHost{"api.example.test": prim, "fallback.example.test": fb}
+		hosts := testkit.Hosts{"api.example.test": prim, "fallback.example.test": fb}
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			mu.Lock()
 			a, _ := AttemptFromContext(r.Context())

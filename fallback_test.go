@@ -24,17 +24,6 @@ const (
 	secondBase   = "https://second.example.test/v1"
 )
 
-// byHost sends each request to the provider of its URL's host, in memory.
-type byHost map[string]*testkit.Provider
-
-func (b byHost) RoundTrip(r *http.Request) (*http.Response, error) {
-	p, found := b[r.URL.Host]
-	if !found {
-		return nil, errors.New("no such host: " + r.URL.Host)
-	}
-	return p.RoundTrip(r)
-}
-
 // routeTo is RouteTo from the primary's base to base, with its own key.
 func routeTo(t testing.TB, base, key string) Route {
 	t.Helper()
@@ -48,7 +37,7 @@ func routeTo(t testing.TB, base, key string) Route {
 func twoRoutes(t testing.TB, p Policy, primary, fallback []testkit.Reply) (*testkit.Provider, *testkit.Provider, http.RoundTripper, Policy) {
 	prim, fb := testkit.NewProvider(primary...), testkit.NewProvider(fallback...)
 	p.Fallback = append(p.Fallback, routeTo(t, fallbackBase, "FB-KEY"))
-	return prim, fb, byHost{"api.example.test": prim, "fallback.example.test": fb}, p
+	return prim, fb, testkit.Hosts{"api.example.test": prim, "fallback.example.test": fb}, p
 }
 
 // routesOf returns the route of each recorded attempt.
@@ -244,7 +233,7 @@ func TestFallbackKeyRefused(t *testing.T) {
 					return r, nil
 				})
 				prim, second := testkit.NewProvider(tc.refusal), testkit.NewProvider(testkit.OK())
-				base := byHost{"api.example.test": prim, "second.example.test": second}
+				base := testkit.Hosts{"api.example.test": prim, "second.example.test": second}
 				rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, OnAttempt: rec.on, Fallback: []Route{keyless, routeTo(t, secondBase, "KEY-B")}})
 				start := time.Now()
 				resp, err := post(t, rt, context.Background())
@@ -356,7 +345,7 @@ func TestFallbackRoutesInOrder(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var rec recorder
 			prim, fb, second := testkit.NewProvider(testkit.Fail(503)), testkit.NewProvider(testkit.Fail(502)), testkit.NewProvider(testkit.OK())
-			base := byHost{"api.example.test": prim, "fallback.example.test": fb, "second.example.test": second}
+			base := testkit.Hosts{"api.example.test": prim, "fallback.example.test": fb, "second.example.test": second}
 			rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second}, OnAttempt: rec.on, Fallback: []Route{routeTo(t, fallbackBase, "A"), routeTo(t, secondBase, "B")}})
 			resp, err := post(t, rt, context.Background())
 			require.NoError(t, err)
@@ -525,7 +514,7 @@ func TestFallbackRouteThatDoesNotApply(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var rec recorder
 			prim, second := testkit.NewProvider(testkit.Fail(503)), testkit.NewProvider(testkit.OK())
-			base := byHost{"api.example.test": prim, "second.example.test": second}
+			base := testkit.Hosts{"api.example.test": prim, "second.example.test": second}
 			rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second}, OnAttempt: rec.on, Fallback: []Route{other, routeTo(t, secondBase, "B")}})
 			resp, err := post(t, rt, context.Background())
 			require.NoError(t, err)
@@ -577,7 +566,7 @@ func TestLongContext(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var rec recorder
 			prim, fb, lc := testkit.NewProvider(tooLong), testkit.NewProvider(testkit.OK()), testkit.NewProvider(testkit.Reply{Status: 200, Body: `{"model":"long"}`})
-			base := byHost{"api.example.test": prim, "fallback.example.test": fb, "long.example.test": lc}
+			base := testkit.Hosts{"api.example.test": prim, "fallback.example.test": fb, "long.example.test": lc}
 			rt := mustNew(t, base, Policy{OnAttempt: rec.on, Fallback: []Route{routeTo(t, fallbackBase, "FB")}, LongContext: []Route{long(t)}})
 			start := time.Now()
 			resp, err := post(t, rt, context.Background())
@@ -595,7 +584,7 @@ func TestLongContext(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var rec recorder
 			prim, lc := testkit.NewProvider(tooLong), testkit.NewProvider(testkit.Fail(503), testkit.Fail(503), testkit.OK())
-			base := byHost{"api.example.test": prim, "long.example.test": lc}
+			base := testkit.Hosts{"api.example.test": prim, "long.example.test": lc}
 			rt := mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second, time.Second}, OnAttempt: rec.on, LongContext: []Route{long(t)}})
 			resp, err := post(t, rt, context.Background())
 			require.NoError(t, err)
@@ -621,7 +610,7 @@ func TestLongContext(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			bad := testkit.OpenAIError(400, "Your request was rejected as a result of our safety system.", "invalid_request_error", "", "content_policy_violation")
 			prim, lc := testkit.NewProvider(bad), testkit.NewProvider(testkit.OK())
-			base := byHost{"api.example.test": prim, "long.example.test": lc}
+			base := testkit.Hosts{"api.example.test": prim, "long.example.test": lc}
 			resp, err := post(t, mustNew(t, base, Policy{LongContext: []Route{long(t)}}), context.Background())
 			require.NoError(t, err)
 			resp.Body.Close()
@@ -633,7 +622,7 @@ func TestLongContext(t *testing.T) {
 	t.Run("a down primary does not go to a long-context route", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prim, lc := testkit.NewProvider(testkit.Fail(503), testkit.Fail(503), testkit.OK()), testkit.NewProvider(testkit.OK())
-			base := byHost{"api.example.test": prim, "long.example.test": lc}
+			base := testkit.Hosts{"api.example.test": prim, "long.example.test": lc}
 			resp, err := post(t, mustNew(t, base, Policy{Waits: []time.Duration{time.Second, time.Second}, LongContext: []Route{long(t)}}), context.Background())
 			require.NoError(t, err)
 			resp.Body.Close()
@@ -647,7 +636,7 @@ func TestLongContext(t *testing.T) {
 			longer, err := RouteTo(primaryBase, "https://longer.example.test/v1", http.Header{"Authorization": {"Bearer LONGER"}})
 			require.NoError(t, err)
 			prim, lc, lc2 := testkit.NewProvider(tooLong), testkit.NewProvider(tooLong), testkit.NewProvider(testkit.OK())
-			base := byHost{"api.example.test": prim, "long.example.test": lc, "longer.example.test": lc2}
+			base := testkit.Hosts{"api.example.test": prim, "long.example.test": lc, "longer.example.test": lc2}
 			resp, err := post(t, mustNew(t, base, Policy{OnAttempt: rec.on, LongContext: []Route{long(t), longer}}), context.Background())
 			require.NoError(t, err)
 			resp.Body.Close()
@@ -658,7 +647,7 @@ func TestLongContext(t *testing.T) {
 	t.Run("a stream the policy does not retry", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			prim, lc := testkit.NewProvider(tooLong), testkit.NewProvider(testkit.OK())
-			base := byHost{"api.example.test": prim, "long.example.test": lc}
+			base := testkit.Hosts{"api.example.test": prim, "long.example.test": lc}
 			resp, err := mustNew(t, base, Policy{LongContext: []Route{long(t)}}).RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","stream":true}`))
 			require.NoError(t, err)
 			resp.Body.Close()

@@ -39,18 +39,6 @@ const (
 	anthropicFallbackModel = "claude-haiku-4-5"
 )
 
-// hosts sends each request to the provider of its URL's host, in memory: a
-// primary and its fallbacks under one base transport.
-type hosts map[string]*testkit.Provider
-
-func (h hosts) RoundTrip(r *http.Request) (*http.Response, error) {
-	p, found := h[r.URL.Host]
-	if !found {
-		return nil, fmt.Errorf("no provider at %s", r.URL.Host)
-	}
-	return p.RoundTrip(r)
-}
-
 // assertNoByteOf checks that no part of what reached a fallback (path,
 // query, any header's name or value, body) contains secret.
 func assertNoByteOf(t *testing.T, secret string, calls []testkit.Call) {
@@ -129,7 +117,7 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 				openAI := testkit.NewProvider(tc.down)
 				azure := testkit.NewProvider(azureChatCompletion("Hello from Azure!"))
 				var rec recorder
-				rt := retrying(t, hosts{"api.openai.test": openAI, "my-resource.openai.azure.test": azure}, llmretry.Policy{
+				rt := retrying(t, testkit.Hosts{"api.openai.test": openAI, "my-resource.openai.azure.test": azure}, llmretry.Policy{
 					Waits:     []time.Duration{15 * time.Second, 45 * time.Second},
 					OnAttempt: rec.on,
 					Fallback:  []llmretry.Route{azureRoute(t, strings.TrimSuffix(fakeOpenAIURL, "/"), fakeAzureURL)},
@@ -184,7 +172,7 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			openAI := testkit.NewProvider(testkit.OpenAIError(400, "Invalid value for 'temperature'.", "invalid_request_error", "temperature", "invalid_value"))
 			azure := testkit.NewProvider(azureChatCompletion("never"))
-			rt := retrying(t, hosts{"api.openai.test": openAI, "my-resource.openai.azure.test": azure}, llmretry.Policy{
+			rt := retrying(t, testkit.Hosts{"api.openai.test": openAI, "my-resource.openai.azure.test": azure}, llmretry.Policy{
 				Fallback: []llmretry.Route{azureRoute(t, strings.TrimSuffix(fakeOpenAIURL, "/"), fakeAzureURL)},
 			})
 			client := openAIClient(fakeOpenAIURL, rt, oaoption.WithMaxRetries(0))
@@ -202,7 +190,7 @@ func TestOpenAIFallbackToAzure(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			openAI := testkit.NewProvider(testkit.BadGateway())
 			azure := testkit.NewProvider(testkit.OpenAIError(503, "The service is temporarily unable to process your request.", "server_error", "", ""))
-			rt := retrying(t, hosts{"api.openai.test": openAI, "my-resource.openai.azure.test": azure}, llmretry.Policy{
+			rt := retrying(t, testkit.Hosts{"api.openai.test": openAI, "my-resource.openai.azure.test": azure}, llmretry.Policy{
 				Waits:      []time.Duration{15 * time.Second},
 				MaxRetries: 1,
 				Fallback:   []llmretry.Route{azureRoute(t, strings.TrimSuffix(fakeOpenAIURL, "/"), fakeAzureURL)},
@@ -542,7 +530,7 @@ func TestFallbackReadmeSetUp(t *testing.T) {
 		var rec recorder
 
 		defaultTransport := http.DefaultTransport
-		http.DefaultTransport = hosts{"api.openai.com": openAI, "my-resource.openai.azure.com": azureProv, "api.anthropic.com": anthropicProv}
+		http.DefaultTransport = testkit.Hosts{"api.openai.com": openAI, "my-resource.openai.azure.com": azureProv, "api.anthropic.com": anthropicProv}
 		azure, err := llmretry.RouteTo("https://api.openai.com/v1", "https://my-resource.openai.azure.com/openai/v1", http.Header{"Api-Key": {azureKey}})
 		require.NoError(t, err)
 		keyB, err := llmretry.RouteTo("https://api.anthropic.com", "https://api.anthropic.com", http.Header{"X-Api-Key": {anthropicKeyB}})

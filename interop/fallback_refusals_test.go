@@ -397,7 +397,7 @@ func TestOnePolicyTwoAPIsRouteForOne(t *testing.T) {
 			azure := testkit.NewProvider(azureChatCompletion("Hello from Azure!"))
 			anthropicProv := testkit.NewProvider(testkit.AnthropicOverloaded(), testkit.AnthropicOverloaded(), testkit.AnthropicMessage("Hello from Anthropic!"))
 			var rec recorder
-			rt := retrying(t, hosts{"api.openai.test": openAI, "my-resource.openai.azure.test": azure, "api.anthropic.test": anthropicProv}, policy(t, &rec))
+			rt := retrying(t, testkit.Hosts{"api.openai.test": openAI, "my-resource.openai.azure.test": azure, "api.anthropic.test": anthropicProv}, policy(t, &rec))
 
 			an := anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0))
 			start := time.Now()
@@ -426,7 +426,7 @@ func TestOnePolicyTwoAPIsRouteForOne(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			down := testkit.NewProvider(testkit.AnthropicOverloaded())
 			var rec recorder
-			rt := retrying(t, hosts{"api.anthropic.test": down}, policy(t, &rec))
+			rt := retrying(t, testkit.Hosts{"api.anthropic.test": down}, policy(t, &rec))
 			client := anthropicClient(fakeAnthropicURL, rt, antoption.WithMaxRetries(0))
 			apiErr := anthropicError(t, client)
 			assert.Equal(t, 529, apiErr.StatusCode)

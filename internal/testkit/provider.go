@@ -255,3 +255,19 @@ func (p *Provider) HeaderValues(k string) []string {
 	}
 	return vs
 }
+
+// Hosts is a base transport of providers by host: each request goes to
+// the Provider of its URL's host, in memory (a primary and its fallbacks
+// under one base); a host it has not is a transport error that names it.
+// It is safe for concurrent use as its Providers are; the map is the
+// test's, not changed while in use.
+type Hosts map[string]*Provider
+
+// RoundTrip sends req to the Provider of its host.
+func (h Hosts) RoundTrip(req *http.Request) (*http.Response, error) {
+	p, found := h[req.URL.Host]
+	if !found {
+		return nil, fmt.Errorf("testkit: no provider at %s", req.URL.Host)
+	}
+	return p.RoundTrip(req)
+}

@@ -233,3 +233,18 @@ func TestProviderServeHTTPFlushes(t *testing.T) {
 	assert.Equal(t, want, string(got))
 	assert.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
 }
+
+// Hosts sends a request to its host's provider, and refuses an unknown
+// host with an error that names it.
+func TestHosts(t *testing.T) {
+	primary, fallback := NewProvider(BadGateway()), NewProvider(OK())
+	h := Hosts{"api.openai.test": primary, "fallback.test": fallback}
+	assert.Equal(t, "502 Bad Gateway", send(t, h, `{}`))
+	resp, err := h.RoundTrip(Post(t, "https://fallback.test/v1/chat/completions", `{}`))
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, 1, primary.Attempts())
+	assert.Equal(t, 1, fallback.Attempts())
+	_, err = h.RoundTrip(Post(t, "https://elsewhere.test/v1", `{}`))
+	assert.ErrorContains(t, err, "elsewhere.test")
+}
