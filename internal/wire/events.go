@@ -80,13 +80,16 @@ func (w *walker) chat(data []byte, f *chatFacts) bool {
 		f.done = true
 		return true
 	}
+	w.reset(data)
 	pos, index, finish := -1, -1, false // of the choice being read
-	return w.object(data, &f.err, func(t Token) {
+	for t, ok := w.next(); ok; t, ok = w.next() {
 		switch w.vdepth {
 		case 1:
 			switch {
 			case w.at(&pChatChunkID):
 				setString(t, &f.id)
+			case w.at(&pErrorPath):
+				f.err = w.errorValue(t, f.err)
 			case w.at(&pChoices):
 				if t.Kind == EndArray {
 					f.noChoices = blank(data[w.path[1].open+1 : t.From])
@@ -157,26 +160,8 @@ func (w *walker) chat(data []byte, f *chatFacts) bool {
 				f.reasoning = f.reasoning || nonEmpty(t)
 			}
 		}
-	})
-}
-
-// object walks data, one JSON object, calling visit with each token the
-// walk returns (the walker's path is the token's) but those of a
-// top-level "error" member, which it judges into *err (errorValue). It
-// reports whether data was one JSON object; visit must not keep t.
-func (w *walker) object(data []byte, err *bool, visit func(t Token)) bool {
-	w.reset(data)
-	for {
-		t, ok := w.next()
-		switch {
-		case !ok:
-			return w.isObject()
-		case w.vdepth == 1 && w.at(&pErrorPath):
-			*err = w.errorValue(t, *err)
-		default:
-			visit(t)
-		}
 	}
+	return w.isObject()
 }
 
 // errorPath is the path of the error member of Chat Completions' and
@@ -218,27 +203,38 @@ type messagesFacts struct {
 // messages reads an Anthropic Messages event.
 func (w *walker) messages(data []byte, f *messagesFacts) bool {
 	*f = messagesFacts{index: -1}
-	// Every path is read at its own depth (at), so one switch serves.
-	return w.object(data, &f.err, func(t Token) {
-		switch {
-		case w.at(&pType):
-			setString(t, &f.typ)
-		case w.at(&pMessagesBlockIndex) && t.Kind == Scalar:
-			f.index, f.indexAt = parseIndex(data[t.From:t.To]), span{t.From, t.To}
-		case w.at(&pMessagesStartID):
-			setString(t, &f.id)
-		case w.at(&pContentBlockType):
-			setString(t, &f.blockType)
-		case w.at(&pMessagesBlockText):
-			setText(t, &f.blockText, &f.hasBlockText)
-		case w.at(&pDeltaType):
-			setString(t, &f.deltaType)
-		case w.at(&pMessagesDeltaText):
-			setText(t, &f.deltaText, &f.hasDeltaText)
-		case w.at(&pMessagesEndStop):
-			f.stop = nonEmpty(t)
+	w.reset(data)
+	for t, ok := w.next(); ok; t, ok = w.next() {
+		switch w.vdepth {
+		case 1:
+			switch {
+			case w.at(&pType):
+				setString(t, &f.typ)
+			case w.at(&pMessagesBlockIndex):
+				if t.Kind == Scalar {
+					f.index, f.indexAt = parseIndex(data[t.From:t.To]), span{t.From, t.To}
+				}
+			case w.at(&pErrorPath):
+				f.err = w.errorValue(t, f.err)
+			}
+		case 2:
+			switch {
+			case w.at(&pMessagesStartID):
+				setString(t, &f.id)
+			case w.at(&pContentBlockType):
+				setString(t, &f.blockType)
+			case w.at(&pMessagesBlockText):
+				setText(t, &f.blockText, &f.hasBlockText)
+			case w.at(&pDeltaType):
+				setString(t, &f.deltaType)
+			case w.at(&pMessagesDeltaText):
+				setText(t, &f.deltaText, &f.hasDeltaText)
+			case w.at(&pMessagesEndStop):
+				f.stop = nonEmpty(t)
+			}
 		}
-	})
+	}
+	return w.isObject()
 }
 
 // responsesFacts is what an OpenAI Responses event says.
@@ -264,22 +260,34 @@ func (w *walker) responses(data []byte, f *responsesFacts) bool {
 		f.done = true
 		return true
 	}
-	return w.object(data, &f.err, func(t Token) {
-		switch {
-		case w.at(&pType):
-			setString(t, &f.typ)
-		case w.at(&pResponsesOpenSeq) && t.Kind == Scalar:
-			f.seq, f.hasSeq = parseSeq(data[t.From:t.To])
-		case w.at(&pResponsesTextText):
-			setText(t, &f.delta, &f.hasDelta)
-		case w.at(&pResponsesOpenID):
-			setString(t, &f.id)
-		case w.at(&pItemType):
-			setString(t, &f.itemType)
-		case w.at(&pResponseBackground):
-			f.background = t.Kind == Scalar && string(data[t.From:t.To]) == "true"
+	w.reset(data)
+	for t, ok := w.next(); ok; t, ok = w.next() {
+		switch w.vdepth {
+		case 1:
+			switch {
+			case w.at(&pType):
+				setString(t, &f.typ)
+			case w.at(&pResponsesOpenSeq):
+				if t.Kind == Scalar {
+					f.seq, f.hasSeq = parseSeq(data[t.From:t.To])
+				}
+			case w.at(&pResponsesTextText):
+				setText(t, &f.delta, &f.hasDelta)
+			case w.at(&pErrorPath):
+				f.err = w.errorValue(t, f.err)
+			}
+		case 2:
+			switch {
+			case w.at(&pResponsesOpenID):
+				setString(t, &f.id)
+			case w.at(&pItemType):
+				setString(t, &f.itemType)
+			case w.at(&pResponseBackground):
+				f.background = t.Kind == Scalar && string(data[t.From:t.To]) == "true"
+			}
 		}
-	})
+	}
+	return w.isObject()
 }
 
 // partKind is what a Gemini part carries.
@@ -314,13 +322,17 @@ type geminiFacts struct {
 func (w *walker) gemini(data []byte, f *geminiFacts, parts []geminiPart, collect bool) ([]geminiPart, bool) {
 	*f = geminiFacts{}
 	parts = parts[:0]
+	w.reset(data)
 	pos := -1 // of the candidate being read
 	var part geminiPart
-	ok := w.object(data, &f.err, func(t Token) {
+	for t, ok := w.next(); ok; t, ok = w.next() {
 		switch w.vdepth {
 		case 1:
-			if w.at(&pGeminiChunkID) {
+			switch {
+			case w.at(&pGeminiChunkID):
 				setString(t, &f.id)
+			case w.at(&pErrorPath):
+				f.err = w.errorValue(t, f.err)
 			}
 		case 2:
 			if w.at(&pCandidatesElem) && t.Kind == BeginObject {
@@ -367,8 +379,8 @@ func (w *walker) gemini(data []byte, f *geminiFacts, parts []geminiPart, collect
 				}
 			}
 		}
-	})
-	return parts, ok
+	}
+	return parts, w.isObject()
 }
 
 // setString sets s to string token t's bytes between its quotes, if t is
