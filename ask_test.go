@@ -199,6 +199,10 @@ func TestRoundsAreTheSameForTransportAndDo(t *testing.T) {
 		asked    []int         // the attempts after which OnExhausted is asked
 		gaps     []time.Duration
 		reason   error
+		// waits, if set, are the waits the failures state, in order (the
+		// last repeats): a base's error and an operation's error with a
+		// RetryAfter method.
+		waits []time.Duration
 	}{
 		{
 			name:   "no OnExhausted",
@@ -234,6 +238,27 @@ func TestRoundsAreTheSameForTransportAndDo(t *testing.T) {
 			gaps:     []time.Duration{10 * time.Second, 10 * time.Second, 0, 10 * time.Second, 10 * time.Second, 0, 10 * time.Second, 10 * time.Second, 0},
 			reason:   ErrNoTimeLeft,
 		},
+		{
+			// Attempts at 0, 5 s | yes | 10 s (the server's 5 s hold after
+			// a yes too), 15 s | no.
+			name:    "a yes keeps the server's wait",
+			policy:  Policy{Waits: []time.Duration{time.Second}},
+			waits:   []time.Duration{5 * time.Second},
+			answers: []bool{true, false},
+			asked:   []int{2, 4},
+			gaps:    []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second},
+			reason:  ErrRetriesSpent,
+		},
+		{
+			// The retries are spent at attempt 2, but its stated wait is
+			// above MaxRetryAfter: nobody is asked to wait that long.
+			name:    "a wait too long is no question",
+			policy:  Policy{Waits: []time.Duration{time.Second}, MaxRetryAfter: 10 * time.Second},
+			waits:   []time.Duration{5 * time.Second, 20 * time.Second},
+			answers: []bool{true},
+			gaps:    []time.Duration{5 * time.Second},
+			reason:  ErrWaitTooLong,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,14 +291,22 @@ func TestRoundsAreTheSameForTransportAndDo(t *testing.T) {
 					assert.Equal(t, tc.asked, after, name)
 				}
 
-				prov := testkit.NewProvider(testkit.Refused())
+				replies, errs := []testkit.Reply{testkit.Refused()}, []error{errBusy}
+				if tc.waits != nil {
+					replies, errs = nil, nil
+					for _, w := range tc.waits {
+						replies = append(replies, testkit.Reply{Err: &waitErr{wait: w}})
+						errs = append(errs, &waitErr{wait: w})
+					}
+				}
+				prov := testkit.NewProvider(replies...)
 				run("Transport", func(ctx context.Context, p Policy) error {
 					resp, err := post(t, mustNew(t, prov, p), ctx)
 					assert.Nil(t, resp)
 					return err
 				}, prov.Attempts, prov.Gaps)
 
-				tl := &tool{script: []error{errBusy}}
+				tl := &tool{script: errs}
 				run("Do", func(ctx context.Context, p Policy) error {
 					_, err := Do(ctx, p, tl.call)
 					return err

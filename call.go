@@ -422,14 +422,17 @@ func (c *call) decide() bool {
 	}
 	held := v.Held && j.why == stopNone && !moved
 	c.record(wait, held)
-	if j.why != stopNone {
-		return false
-	}
+	// The server's wait holds for the next attempt: a retry's, or the
+	// first of the round OnExhausted's yes runs when the retries are
+	// spent (atOnce).
 	c.server = time.Time{}
 	if j.server.Set && !moved && !(fromReset && v.Paced) {
 		// (A reset is when the limit is full again; a paced call goes at
 		// its turn, sooner.)
 		c.server = now.Add(j.server.D)
+	}
+	if j.why != stopNone {
+		return false
 	}
 	if held {
 		wait = 0 // the gate holds the call instead

@@ -127,12 +127,14 @@ func (d *doCall[T]) decide() bool {
 		wait, why = d.p.plan(d.p.scheduleWait(d.retries+1, d.lim.hasDeadline()), server, now, d.lim)
 	}
 	d.record(d.err, wait, why.reason(d.ctx))
-	if d.why = why; why != stopNone {
-		return false
-	}
+	// The stated wait holds for the next call: a retry's, or the first of
+	// the round OnExhausted's yes runs (atOnce).
 	d.server = time.Time{}
 	if server.Set {
 		d.server = now.Add(server.D)
+	}
+	if d.why = why; why != stopNone {
+		return false
 	}
 	d.wait = wait
 	d.retries++

@@ -87,6 +87,24 @@ func TestOnExhaustedYesTriesAgainAtOnce(t *testing.T) {
 	})
 }
 
+// A yes does not cut short a wait the server asked for: the round's first
+// attempt goes when the last answer's Retry-After ends, not at once.
+func TestOnExhaustedYesKeepsTheServersWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := testkit.NewProvider(testkit.Fail(429, "Retry-After", "5"))
+		ask := &asked{answers: []bool{true, false}}
+		rt := mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, OnExhausted: ask.Ask})
+		start := time.Now()
+		resp, err := post(t, rt, context.Background())
+		require.NoError(t, err)
+		resp.Body.Close()
+		// Round 1: 0, 5 s | yes at 5 s | round 2: 10 s (the server's 5 s),
+		// 15 s | no.
+		assert.Equal(t, []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second}, prov.Gaps())
+		assert.Equal(t, []time.Time{start.Add(5 * time.Second), start.Add(15 * time.Second)}, ask.at)
+	})
+}
+
 // The issue's own example: Waits 1 s, 1 s and no deadline: the person is
 // asked after attempt 3; a yes sends attempts 4 (at once), 5 and 6, and the
 // person is asked again after 6.

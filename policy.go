@@ -207,8 +207,10 @@ type Policy struct {
 	OnAttempt func(Attempt)
 	// OnExhausted, if set, is asked once the schedule's retries are spent
 	// (ErrRetriesSpent, not another reason) whether to run another round
-	// of the schedule: true runs it (an attempt at once, then the
-	// schedule's retries), false returns the last result. It is called once
+	// of the schedule: true runs it (an attempt at once, or when a wait
+	// the last answer asked for ends; then the schedule's retries), false
+	// returns the last result. A wait above MaxRetryAfter is not a
+	// question: it ends the call with ErrWaitTooLong. It is called once
 	// per round with the call's record so far (its Response body belongs
 	// to the caller: do not read or close it), from the goroutine that
 	// made the call, and must return promptly once ctx is done (a done

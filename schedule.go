@@ -92,20 +92,24 @@ func (p *Policy) refusedWait(k int, sched coord.Pause) coord.Pause {
 // plan decides whether a retry follows and after how long, at now, from
 // the schedule's pause for it (unset: the schedule allows none), the
 // server's (unset: it asked for nothing) and the call's limits: the wait
-// is the longer of the two, a server's above MaxRetryAfter ends retrying,
-// and so does a wait that would pass a limit. A call whose next attempt
+// is the longer of the two, a server's above MaxRetryAfter ends retrying
+// (whether or not the schedule allows a retry), and so does a wait that
+// would pass a limit. A call whose next attempt
 // its gatekeeper holds (see coord.Gatekeeper) passes a zero schedule's wait: only
 // the server's counts, and the gate keeps the limits while it holds. p
 // must be resolved.
 func (p *Policy) plan(sched, server coord.Pause, now time.Time, lim limits) (time.Duration, stop) {
+	if server.Set && server.D > p.MaxRetryAfter {
+		// Before the schedule: a round OnExhausted's yes would run
+		// starts when the server's wait ends, so spent retries do not
+		// make a wait too long a question for a person.
+		return 0, stopServerWait
+	}
 	if !sched.Set {
 		return 0, stopSpent
 	}
 	wait := sched.D
 	if server.Set {
-		if server.D > p.MaxRetryAfter {
-			return 0, stopServerWait
-		}
 		wait = max(wait, server.D)
 	}
 	if why := lim.allows(now.Add(wait)); why != stopNone {
