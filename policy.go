@@ -144,9 +144,12 @@ type Policy struct {
 	FirstEventTimeout time.Duration
 	// StreamIdleTimeout makes a stream the caller reads (a 2xx
 	// text/event-stream or AWS event-stream response) end with an error
-	// from Body.Read, never a clean end, when no byte arrives for longer:
-	// a stall is never taken for a truncated answer. It is not retried:
-	// bytes of it have reached the caller. Zero means no bound.
+	// from Body.Read, never a clean end, when a read waits longer than
+	// this for a byte: a stall is never taken for a truncated answer. The
+	// caller's own pauses between reads do not count (a slow consumer is
+	// not a silent provider). It is not retried as a whole: bytes of it
+	// have reached the caller (ContinueStreams continues it). Zero means
+	// no bound.
 	StreamIdleTimeout time.Duration
 	// Fallback lists the routes a call goes around to, in order, when its
 	// primary (the request as the caller made it) cannot answer in time:

@@ -126,8 +126,13 @@ func (p *Policy) opening(resp *http.Response, lim limits) (*firstEvent, error) {
 func handOver(resp *http.Response, cm commit) *http.Response {
 	p := cm.p
 	if b, ok := resp.Body.(*streamBody); ok {
-		if !cm.gaveUp {
-			b.follow(resp, cm)
+		switch {
+		case !cm.gaveUp:
+			b.follow(resp, cm) // under StreamIdleTimeout as it follows
+		case p.StreamIdleTimeout > 0:
+			// Handed over as it is, the failure it opened with first:
+			// the rest is bounded like any stream's.
+			resp.Body = newIdleBody(b, p.StreamIdleTimeout)
 		}
 		return resp
 	}
@@ -212,9 +217,16 @@ func (b *streamBody) follow(resp *http.Response, cm commit) {
 	b.following, b.cm, b.idle = true, cm, cm.p.StreamIdleTimeout
 	b.st.Reset(wire.APIOf(cm.req.Method, cm.req.URL), cm.p.ContinueStreams) // its text is kept only to continue it
 	if b.idle > 0 {
-		b.timer = time.AfterFunc(b.idle, b.idleFired)
+		b.timer = stoppedTimer(b.idleFired) // armed while a read waits (fill)
 	}
 	b.frame()
+}
+
+// stoppedTimer returns a timer that calls f, not armed yet: Reset arms it.
+func stoppedTimer(f func()) *time.Timer {
+	t := time.AfterFunc(time.Hour, f)
+	t.Stop()
+	return t
 }
 
 // idleFired is the idle bound passing: the body being read is closed,
@@ -278,13 +290,22 @@ func (b *streamBody) fill() {
 		b.err = errBodyClosed
 		return
 	}
-	n, err := rc.Read(b.win[len(b.win):cap(b.win)])
-	b.win = b.win[:len(b.win)+n]
+	var n int
+	var err error
 	if b.idled.Load() {
 		err = &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.idle}
-	} else if n > 0 && b.timer != nil && !b.timer.Reset(b.idle) {
-		err = &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.idle}
+	} else {
+		// The idle bound runs while this read waits, and only then: the
+		// caller's pauses between reads are not the provider's silence.
+		if b.timer != nil {
+			b.timer.Reset(b.idle)
+		}
+		n, err = rc.Read(b.win[len(b.win):cap(b.win)])
+		if b.timer != nil && !b.timer.Stop() && b.idled.Load() {
+			err = &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.idle}
+		}
 	}
+	b.win = b.win[:len(b.win)+n]
 	b.frame()
 	if err != nil && b.err == nil {
 		b.broke(err)
@@ -403,10 +424,7 @@ func (b *streamBody) broke(cause error) {
 		b.win, b.rc = append(b.win, sb.win...), sb.rc
 	}
 	b.sp = b.st.Splice(strategy, heldBack)
-	if b.idle > 0 {
-		b.idled.Store(false)
-		b.timer = time.AfterFunc(b.idle, b.idleFired)
-	}
+	b.idled.Store(false) // the bound, stopped, is armed by the continuation's reads
 	b.frame()
 }
 
@@ -473,9 +491,9 @@ func hasMediaType(ct, t string) bool {
 	return rest == "" || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t'
 }
 
-// idleBody is a committed stream under StreamIdleTimeout: when no byte
-// arrives for longer than d, the underlying body is closed and Read fails
-// with a *boundError instead of ending cleanly.
+// idleBody is a committed stream under StreamIdleTimeout: when a read
+// waits longer than d for a byte, the underlying body is closed and Read
+// fails with a *boundError instead of ending cleanly.
 type idleBody struct {
 	rc    io.ReadCloser
 	d     time.Duration
@@ -484,31 +502,27 @@ type idleBody struct {
 	once  sync.Once   // stops the timer once
 }
 
-// newIdleBody starts watching rc for silence longer than d.
+// newIdleBody watches rc for reads that wait longer than d.
 func newIdleBody(rc io.ReadCloser, d time.Duration) *idleBody {
 	b := &idleBody{rc: rc, d: d}
-	b.timer = time.AfterFunc(d, func() {
+	b.timer = stoppedTimer(func() {
 		b.idle.Store(true)
 		rc.Close()
 	})
 	return b
 }
 
-// Read reads from the stream; each read that returns bytes restarts the
-// bound.
+// Read reads from the stream under the bound, which runs while the read
+// waits and only then.
 func (b *idleBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
 	if b.idle.Load() {
-		return n, &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.d}
+		return 0, &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.d}
 	}
-	switch {
-	case err != nil:
-		b.stop() // the end, or a failure: nothing more to watch
-	case n > 0:
-		if !b.timer.Reset(b.d) {
-			// The timer fired as the bytes came: it has closed the body.
-			return n, &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.d}
-		}
+	b.timer.Reset(b.d)
+	n, err := b.rc.Read(p)
+	if !b.timer.Stop() && b.idle.Load() {
+		// The bound passed as the read waited: it has closed the body.
+		return n, &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.d}
 	}
 	return n, err
 }

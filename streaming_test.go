@@ -770,6 +770,45 @@ func TestStreamIdleTimeout(t *testing.T) {
 			require.NoError(t, resp.Body.Close())
 		})
 	})
+	// The bound runs while a read waits: a caller that takes longer than
+	// it between two reads of a stream whose bytes had all arrived reads
+	// the whole answer, followed or not.
+	for _, retryStreams := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a caller's pause, RetryStreams %v", retryStreams), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				whole := chatStream("c1", true, "Hello", " world!")
+				base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					return sseResponse(r, io.NopCloser(strings.NewReader(whole))), nil
+				})
+				resp, err := mustNew(t, base, Policy{RetryStreams: retryStreams, StreamIdleTimeout: 5 * time.Second}).RoundTrip(streamRequest(t, testURL, `{"model":"m","stream":true}`))
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				buf := make([]byte, 16)
+				_, err = io.ReadFull(resp.Body, buf)
+				require.NoError(t, err)
+				time.Sleep(6 * time.Second) // the caller is busy with what it read
+				rest, err := io.ReadAll(resp.Body)
+				assert.NoError(t, err, "the provider was not silent")
+				assert.Equal(t, whole, string(buf)+string(rest))
+			})
+		})
+	}
+	// A 2xx stream the guard gave up on (its first event an error no
+	// retry fixes) is handed over as it is, and bounded like any other.
+	t.Run("a stream the guard gave up on", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			body := newStallBody("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"max_tokens too large\"}}\n\n")
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return sseResponse(r, body), nil })
+			resp, err := mustNew(t, base, Policy{RetryStreams: true, StreamIdleTimeout: 5 * time.Second}).RoundTrip(streamRequest(t, testURL, `{"model":"m","stream":true}`))
+			require.NoError(t, err)
+			require.NotNil(t, GaveUp(resp))
+			start := time.Now()
+			_, err = io.ReadAll(resp.Body)
+			assert.ErrorContains(t, err, "Policy.StreamIdleTimeout (5s)")
+			assert.Equal(t, 5*time.Second, time.Since(start))
+			require.NoError(t, resp.Body.Close())
+		})
+	})
 	t.Run("not a stream", func(t *testing.T) {
 		body := io.NopCloser(strings.NewReader("{}"))
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
