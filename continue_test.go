@@ -742,3 +742,23 @@ func TestContinueStreamsRegeneratesWithoutAPrefill(t *testing.T) {
 		})
 	}
 }
+
+// A continuation whose 200 opens with a final error event (a spent quota)
+// ends the stream at once, and the read's error says the provider
+// refused: it is not sent again for each retry left.
+func TestContinuationStopsAtAFinalFirstEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		quota := "data: {\"error\":{\"message\":\"You exceeded your current quota.\",\"type\":\"insufficient_quota\",\"code\":\"insufficient_quota\"}}\n\n"
+		base := &streams{replies: []func(*http.Request) *http.Response{
+			stream(chatStream("c1", false, "Hello", " wor"), io.ErrUnexpectedEOF),
+			stream(quota, nil),
+		}}
+		rt := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true})
+		resp, err := rt.RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`))
+		require.NoError(t, err)
+		_, err = readAll(resp)
+		assert.ErrorIs(t, err, ErrStreamCut)
+		assert.ErrorIs(t, err, ErrProviderRefused, "the stop says why")
+		assert.Len(t, base.sent(), 2, "one continuation")
+	})
+}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -657,5 +659,90 @@ func TestLongContext(t *testing.T) {
 	})
 	t.Run("Validate", func(t *testing.T) {
 		assert.ErrorContains(t, Policy{LongContext: []Route{nil}}.Validate(), "Policy.LongContext[0] is nil")
+	})
+}
+
+// hostScripts is a base that answers each host from its own script (its
+// last reply repeats) and counts the requests each host got.
+type hostScripts struct {
+	mu      sync.Mutex
+	scripts map[string][]func(*http.Request) *http.Response
+	n       map[string]int
+}
+
+func (h *hostScripts) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil {
+		h.n = map[string]int{}
+	}
+	s := h.scripts[r.URL.Host]
+	i := min(h.n[r.URL.Host], len(s)-1)
+	h.n[r.URL.Host]++
+	return s[i](r), nil
+}
+
+func (h *hostScripts) count(host string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[host]
+}
+
+// A continuation is an attempt of the call that committed the stream: it
+// keeps what the call learnt of its routes. After a prompt too long for
+// the primary the continuation stays on the LongContext route; after the
+// primary's credential was refused it never goes back to the primary,
+// however its first try on the fallback fails.
+func TestFallbackContinuationKeepsTheRoutesLeftBehind(t *testing.T) {
+	const prompt = `{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`
+	t.Run("too long for the primary", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tooLong := `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9631 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
+			base := &hostScripts{scripts: map[string][]func(*http.Request) *http.Response{
+				"api.example.test": {status(400, tooLong)},
+				"long.example.test": {
+					stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET),
+					stream(chatStream("c2", true, "ld!"), nil),
+				},
+			}}
+			var rec recorder
+			p := Policy{RetryStreams: true, ContinueStreams: true, LongContext: []Route{routeTo(t, "https://long.example.test/v1", "LONG")}, OnAttempt: rec.on}
+			resp, err := mustNew(t, base, p).RoundTrip(testkit.StainlessPost(t, testURL, prompt))
+			require.NoError(t, err)
+			got, err := readAll(resp)
+			require.NoError(t, err)
+			assert.Contains(t, got, "ld!")
+			assert.Equal(t, 1, base.count("api.example.test"), "the too-long request is never sent to the primary again")
+			assert.Equal(t, []int{0, 1, 1}, routesOf(&rec), "the continuation goes to the route the stream came from")
+		})
+	})
+	t.Run("a refused credential", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			refused := `{"error":{"message":"Incorrect API key provided: sk-proj-****abcd.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`
+			base := &hostScripts{scripts: map[string][]func(*http.Request) *http.Response{
+				"api.example.test": {status(401, refused), stream(chatStream("c9", true, "from the primary"), nil)},
+				"fallback.example.test": {
+					stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET),
+					status(503, `{"error":{"message":"down"}}`),
+					stream(chatStream("c2", true, "ld!"), nil),
+				},
+			}}
+			var rec recorder
+			p := Policy{RetryStreams: true, ContinueStreams: true, Waits: []time.Duration{time.Second, time.Second, time.Second},
+				Fallback: []Route{routeTo(t, fallbackBase, "FB-KEY")}, OnAttempt: rec.on}
+			req := testkit.StainlessPost(t, testURL, prompt)
+			req.Header.Set("Authorization", "Bearer PRIMARY-KEY")
+			resp, err := mustNew(t, base, p).RoundTrip(req)
+			require.NoError(t, err)
+			got, err := readAll(resp)
+			require.NoError(t, err)
+			assert.Contains(t, got, "ld!")
+			assert.Equal(t, 1, base.count("api.example.test"), "the refused credential is never sent again")
+			assert.Equal(t, []int{0, 1, 1, 1}, routesOf(&rec))
+		})
 	})
 }
