@@ -464,8 +464,8 @@ type judgement struct {
 // peek reads the first bytes of the latest response's body for what the
 // provider says there (a spent quota or spend cap, Gemini's RetryInfo, a
 // wait in words), once, and only when that can change the decision: for a
-// result a retry may fix, whose body can carry it, when a retry (or another
-// round, if OnExhausted may be asked) could still follow. The read takes
+// result a retry may fix, whose body can carry it (on the attempt that
+// spends the retries too: the body may name the stop). The read takes
 // no longer than leaves that retry within the call's limits: a body that
 // stalls past that instant is left unread, the status and headers decide,
 // and the response, if returned, is readable from its first byte.
@@ -475,10 +475,10 @@ func (c *call) peek(j *judgement, sched coord.Pause) {
 	}
 	var wait time.Duration // the retry's, which the read must leave room for
 	switch {
-	case !sched.Set && c.p.OnExhausted == nil:
-		return // no retry, no round: the body changes nothing
 	case !sched.Set:
-		// OnExhausted's round would start at once.
+		// No retry follows (OnExhausted's round would start at once),
+		// but what the body says names the stop: a spent quota, or a
+		// wait longer than MaxRetryAfter or the deadline allows.
 	case j.server.Set && j.server.D > c.p.MaxRetryAfter:
 		return // the server's wait ends the call whatever the body says
 	default:

@@ -401,3 +401,44 @@ func TestAttemptTimeoutIsEvidenceOfDown(t *testing.T) {
 		assert.True(t, f.Down(time.Now()), "the key is down")
 	})
 }
+
+// The body of the attempt that spends the retries is read too: what it
+// says names the stop, in the error and in the last attempt's record. A
+// spent quota is ErrProviderRefused; a wait stated there above
+// MaxRetryAfter (Gemini's RetryInfo) is ErrWaitTooLong, and nobody is
+// asked to wait that long; a server's wait past the deadline less the
+// reserve is ErrNoTimeLeft, and nobody is asked a question whose yes
+// could send nothing.
+func TestLastAttemptNamesTheStop(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		last     testkit.Reply
+		deadline time.Duration // 0: none
+		want     error
+	}{
+		{"a spent quota in the body", testkit.OpenAIInsufficientQuota(), 0, ErrProviderRefused},
+		{"a wait in the body above MaxRetryAfter", testkit.GeminiQuota("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "10", "600s"), 0, ErrWaitTooLong},
+		{"a Retry-After past the deadline less the reserve", testkit.Fail(429, "Retry-After", "55"), time.Minute, ErrNoTimeLeft},
+		{"a wait that fits: the person is asked", testkit.Fail(429, "Retry-After", "5"), time.Minute, ErrRetriesSpent},
+	} {
+		for _, asking := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, OnExhausted set %v", c.name, asking), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					prov := testkit.NewProvider(testkit.Fail(503), c.last)
+					var rec recorder
+					ask := &asked{answers: []bool{false}}
+					p := Policy{Waits: []time.Duration{time.Second}, MaxRetries: 1, Reserve: 10 * time.Second, OnAttempt: rec.on}
+					if asking {
+						p.OnExhausted = ask.Ask
+					}
+					resp, err := post(t, mustNew(t, prov, p), withDeadline(t, c.deadline))
+					ex := gaveUp(t, resp, err)
+					assert.Equal(t, 2, prov.Attempts())
+					assert.ErrorIs(t, ex.Reason, c.want)
+					assert.ErrorIs(t, rec.last().Stop, c.want, "the last attempt's Stop")
+					assert.Equal(t, asking && c.want == ErrRetriesSpent, len(ask.questions()) == 1, "asked only when a yes can be honoured")
+				})
+			})
+		}
+	}
+}

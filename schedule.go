@@ -106,6 +106,17 @@ func (p *Policy) plan(sched, server coord.Pause, now time.Time, lim limits) (tim
 		return 0, stopServerWait
 	}
 	if !sched.Set {
+		// The retries are spent; but when the attempt OnExhausted's yes
+		// would send (once the server's wait ends) passes a limit, that
+		// is the stop: nobody is asked a question whose yes cannot be
+		// honoured.
+		var next time.Duration
+		if server.Set {
+			next = server.D
+		}
+		if why := lim.allows(now.Add(next)); why != stopNone {
+			return 0, why
+		}
 		return 0, stopSpent
 	}
 	wait := sched.D
