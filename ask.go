@@ -75,7 +75,7 @@ func describe(e *Exhausted) string {
 	s := fmt.Sprintf("%s failed %d %s", what, e.Attempts, plural(e.Attempts, "time"))
 	switch {
 	case e.Err != nil:
-		s += "; last: " + redactErr(e.Err, e.Request)
+		s += "; last: " + e.redact(e.Err)
 	case e.Response != nil:
 		s += "; last: " + e.Response.Status
 	}

@@ -400,3 +400,23 @@ func TestSecretsNeverInErrorsOrRecords(t *testing.T) {
 		assert.NotContains(t, s, canary, "a credential leaked")
 	}
 }
+
+// A credential header the caller set directly in the map, in a spelling
+// that is not canonical, is blanked like any other: a base error quoting
+// it reaches neither Attempt.String nor the Exhausted error.
+func TestSecretsInANonCanonicalHeaderNeverInErrorsOrRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			closeBody(r)
+			return nil, fmt.Errorf("gateway refused key %s: connection reset", r.Header["x-api-key"])
+		})
+		var rec recorder
+		req, err := http.NewRequest(http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+		require.NoError(t, err)
+		req.Header["x-api-key"] = []string{"sk-direct-secret"}
+		_, err = mustNew(t, base, Policy{Waits: []time.Duration{time.Second}, OnAttempt: rec.on}).RoundTrip(req)
+		require.Error(t, err)
+		assert.NotContains(t, err.Error(), "sk-direct-secret")
+		assert.NotContains(t, rec.last().String(), "sk-direct-secret")
+	})
+}

@@ -153,7 +153,7 @@ func (c *call) run(resp *http.Response, err error) (*http.Response, error) {
 // exhausted is the record OnExhausted is shown when a round's retries are
 // spent.
 func (c *call) exhausted() *Exhausted {
-	return &Exhausted{Request: c.req, Attempts: c.n, Reason: ErrRetriesSpent, Response: c.resp, Err: c.err, Routes: c.routesTaken()}
+	return &Exhausted{Request: c.req, Attempts: c.n, Reason: ErrRetriesSpent, Response: c.resp, Err: c.err, Routes: c.routesTaken(), sent: c.out}
 }
 
 // routesTaken returns the routes the call's attempts took, for its record:
@@ -172,9 +172,9 @@ func (c *call) result() (*http.Response, error) {
 	if c.cut != nil {
 		// The context ended during a wait; the last response was
 		// discarded before it.
-		return nil, &Exhausted{Request: c.req, Attempts: c.n, Reason: c.cut, Err: c.cut, Routes: c.routesTaken()}
+		return nil, &Exhausted{Request: c.req, Attempts: c.n, Reason: c.cut, Err: c.cut, Routes: c.routesTaken(), sent: c.out}
 	}
-	ex := &Exhausted{Request: c.req, Attempts: c.n, Reason: c.why.reason(c.f.Context), Err: c.err, Routes: c.routesTaken()}
+	ex := &Exhausted{Request: c.req, Attempts: c.n, Reason: c.why.reason(c.f.Context), Err: c.err, Routes: c.routesTaken(), sent: c.out}
 	if c.routeErr != nil {
 		ex.Err = errors.Join(c.err, c.routeErr) // a route passed over says why
 	}

@@ -102,7 +102,7 @@ func (k *resumer) cut(cause error, why string) error {
 	if why != "" {
 		err = fmt.Errorf("not continued: %s: %w", why, cause)
 	}
-	return &Exhausted{Request: k.req, Attempts: k.n, Reason: ErrStreamCut, Err: err, Routes: k.taken, Continued: k.n - k.committed}
+	return &Exhausted{Request: k.req, Attempts: k.n, Reason: ErrStreamCut, Err: err, Routes: k.taken, Continued: k.n - k.committed, sent: k.at}
 }
 
 // requestBody returns the request's body, read once (through GetBody) at

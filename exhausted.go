@@ -51,6 +51,20 @@ type Exhausted struct {
 	// Continued is how many of the Attempts continued a stream that broke
 	// after the caller had bytes of it (see Policy.ContinueStreams).
 	Continued int
+
+	// sent is the request the last attempt sent, when it is not Request
+	// (a route's, with credentials of its own): Error redacts both.
+	sent *http.Request
+}
+
+// redact renders err without the credentials its text may carry: the
+// caller's request's, and those of the request the last attempt sent.
+func (e *Exhausted) redact(err error) string {
+	s := redactErr(err, e.Request)
+	if e.sent != nil && e.sent != e.Request {
+		s = Redact(s, e.sent)
+	}
+	return s
 }
 
 // Error says why the call stopped, after how many attempts, and how the
@@ -61,9 +75,9 @@ func (e *Exhausted) Error() string {
 	last := "no result"
 	switch {
 	case e.Response != nil && e.Err != nil:
-		last = e.Response.Status + " (" + redactErr(e.Err, e.Request) + ")"
+		last = e.Response.Status + " (" + e.redact(e.Err) + ")"
 	case e.Err != nil:
-		last = redactErr(e.Err, e.Request)
+		last = e.redact(e.Err)
 	case e.Response != nil:
 		last = e.Response.Status
 	}

@@ -435,7 +435,7 @@ func (b *streamBody) cut(cause error) error { return b.cm.cut(cause) }
 // cut returns the error the caller's read of cm's committed stream, broken
 // for cause, fails with: an *Exhausted with ErrStreamCut for Reason.
 func (cm commit) cut(cause error) error {
-	return &Exhausted{Request: cm.req, Attempts: cm.n, Reason: ErrStreamCut, Err: cause, Routes: cm.taken}
+	return &Exhausted{Request: cm.req, Attempts: cm.n, Reason: ErrStreamCut, Err: cause, Routes: cm.taken, sent: cm.at}
 }
 
 // stopIdle stops the idle bound.

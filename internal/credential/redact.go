@@ -25,8 +25,11 @@ func Redact(text string, req *http.Request) string {
 		}
 	}
 	if req != nil {
-		for _, h := range Headers {
-			for _, v := range req.Header.Values(h.Name) {
+		for name, vs := range req.Header {
+			if !isHeader(name) {
+				continue
+			}
+			for _, v := range vs {
 				text = blank(text, v)
 				if _, tok, ok := strings.Cut(v, " "); ok {
 					text = blank(text, strings.TrimSpace(tok))
@@ -35,6 +38,18 @@ func Redact(text string, req *http.Request) string {
 		}
 	}
 	return RedactParams(text)
+}
+
+// isHeader reports whether name is a credential header's (Headers), in
+// any spelling: a header map set directly may hold a name that is not
+// canonical.
+func isHeader(name string) bool {
+	for _, h := range Headers {
+		if strings.EqualFold(name, h.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // blank replaces every occurrence of secret in s with "…". Empty and
@@ -169,11 +184,8 @@ func unescape(name string) string {
 // name, whenever it has one).
 func Strip(r *http.Request) {
 	for name := range r.Header {
-		for _, h := range Headers {
-			if strings.EqualFold(name, h.Name) {
-				delete(r.Header, name)
-				break
-			}
+		if isHeader(name) {
+			delete(r.Header, name)
 		}
 	}
 	r.URL.User = nil
@@ -194,13 +206,8 @@ func Strip(r *http.Request) {
 // carries one after Strip set its own.
 func Carried(r *http.Request) bool {
 	for name, vs := range r.Header {
-		if len(vs) == 0 || vs[0] == "" {
-			continue
-		}
-		for _, h := range Headers {
-			if strings.EqualFold(name, h.Name) {
-				return true
-			}
+		if len(vs) > 0 && vs[0] != "" && isHeader(name) {
+			return true
 		}
 	}
 	if r.URL == nil {

@@ -45,6 +45,13 @@ func TestRedactText(t *testing.T) {
 		assert.NotContains(t, got, secret)
 	}
 	assert.Equal(t, "nothing to hide", Redact("nothing to hide", nil))
+
+	// A header map set directly may hold a name that is not canonical:
+	// its credential is blanked all the same.
+	direct := &http.Request{Header: http.Header{"x-api-key": {"direct-secret"}, "authorization": {"Bearer direct-token"}}}
+	got = Redact("refused direct-secret, then direct-token", direct)
+	assert.NotContains(t, got, "direct-secret")
+	assert.NotContains(t, got, "direct-token")
 }
 
 func TestRedactURL(t *testing.T) {
