@@ -88,7 +88,7 @@ func (t *Transport) start(req *http.Request, p *Policy, base http.RoundTripper) 
 			c.t, c.gk, c.keepers = t, gk, t.keepers
 			return c.answer(c.around())
 		}
-		return nil, &Exhausted{Request: req, Reason: heldReason(ctx), Err: err}
+		return nil, &Exhausted{Request: req, Reason: heldReason(ctx, err, p.MaxRetryAfter), Err: err}
 	}
 	f.probe = probe
 	resp, ev, err := exchange(f, p, base, gk, req, out)
@@ -368,7 +368,7 @@ func (c *call) decide() bool {
 		return c.retryAtOnce()
 	}
 	if c.refused {
-		c.why = stopHeld
+		c.why = heldStop(c.err, c.p.MaxRetryAfter)
 		return false
 	}
 	if c.n == 0 {

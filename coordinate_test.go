@@ -437,3 +437,188 @@ func TestContinueStreamsRefusalsPerKeyAndThroughCoordination(t *testing.T) {
 		})
 	})
 }
+
+// A retry held by the retry budget until its deadline less its reserve
+// gives up with a HeldError whose Reason is what held it last: the budget
+// (coordination/held.go: "Reason is what held the call last"), and whose
+// text does not claim the provider is down.
+func TestCoordinatedGiveUpSaysWhatHeldItLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Call "a": 408 at once, then its retry hangs for 10 minutes (it
+		// holds the one retry lease the budget allows). Call "b": 408,
+		// then its retry is held by the budget.
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			at, _ := AttemptFromContext(r.Context())
+			if r.Header.Get("X-Who") == "a" && at.N > 1 {
+				select {
+				case <-time.After(10 * time.Minute):
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+			}
+			return testkit.Fail(408).Response(r), nil
+		})
+		var h testkit.Log[coordination.Hold]
+		rt, err := NewCoordinated(base, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 5, Reserve: 5 * time.Second},
+			coordination.Config{MinRetries: 1, RetryBudget: 0.01, OnHold: h.Add})
+		require.NoError(t, err)
+		send := func(who string, ctx context.Context) (*http.Response, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+			require.NoError(t, err)
+			req.Header.Set("X-Who", who)
+			return rt.RoundTrip(req)
+		}
+		go func() {
+			resp, err := send("a", withDeadline(t, 20*time.Minute))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+		time.Sleep(3 * time.Second) // a's retry is in flight, holding the retry lease
+		_, err = send("b", withDeadline(t, time.Minute))
+		var held *coordination.HeldError
+		require.ErrorAs(t, err, &held, "%v", err)
+		hs := h.All()
+		require.NotEmpty(t, hs)
+		assert.Equal(t, coordination.HoldBudget, hs[0].Reason, "the hold began for the budget")
+		assert.Equal(t, coordination.HoldBudget, held.Reason, "HeldError.Reason: what held the call last")
+		assert.NotContains(t, err.Error(), "provider down", "the key was never down")
+	})
+}
+
+// A coordinated call that gives up because the key's server wait is
+// above its MaxRetryAfter stops with ErrWaitTooLong, not ErrNoTimeLeft
+// ("no time left before the deadline less the reserve") — it has no
+// deadline at all. stop.go: ErrWaitTooLong is "the server asked for a wait
+// ... longer than Policy.MaxRetryAfter"; decisions 122; guarantees "Every
+// stop says why ... (a coordinated give-up too)".
+func TestCoordinatedServerWaitAboveMaxRetryAfterIsWaitTooLong(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := testkit.NewProvider(testkit.Fail(429, "Retry-After", "120"))
+		rt, err := NewCoordinated(prov, Policy{}, coordination.Config{})
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := post(t, rt, context.Background())
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+		time.Sleep(time.Second)
+		ctx := WithPolicy(context.Background(), Policy{MaxRetryAfter: time.Minute})
+		_, err = post(t, rt, ctx)
+		var held *coordination.HeldError
+		require.ErrorAs(t, err, &held)
+		assert.Equal(t, 1, prov.Attempts(), "the second call sent nothing")
+		assert.ErrorIs(t, err, ErrWaitTooLong, "the server's wait is above the call's MaxRetryAfter: %v", err)
+		assert.NotErrorIs(t, err, ErrNoTimeLeft, "the call has no deadline: %v", err)
+		<-done
+	})
+}
+
+// While a key is down, at most one probe goes per ProbeInterval (a random
+// 0–20 % sooner): a probe whose caller cancels it mid-flight was sent all
+// the same, and must not let the next probe go at once.
+func TestCoordinatedCanceledProbeKeepsTheInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var arrivals []time.Duration
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			arrivals = append(arrivals, time.Since(start))
+			n := len(arrivals)
+			mu.Unlock()
+			if n == 1 {
+				return testkit.Fail(502).Response(r), nil
+			}
+			// Probes hang until their caller gives up.
+			<-r.Context().Done()
+			return nil, r.Context().Err()
+		})
+		rt, err := NewCoordinated(base, Policy{Reserve: time.Second}, coordination.Config{ProbeInterval: 10 * time.Second})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		call := func(ctx context.Context) {
+			defer wg.Done()
+			resp, err := post(t, rt, ctx)
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+		// The first call marks the key down (502) and goes as the first
+		// probe (within its own first wait, < 1 s), which hangs; it is
+		// canceled at 3 s.
+		ctx1, cancel1 := context.WithCancel(context.Background())
+		t.Cleanup(cancel1)
+		wg.Add(1)
+		go call(ctx1)
+		time.Sleep(1500 * time.Millisecond)
+		// Another call, held, with a deadline far off.
+		wg.Add(1)
+		go call(withDeadline(t, 2*time.Minute))
+		time.Sleep(1500 * time.Millisecond)
+		mu.Lock()
+		require.Len(t, arrivals, 2, "the 502 and the first probe: %v", arrivals)
+		probe1 := arrivals[1]
+		mu.Unlock()
+		cancel1()
+		time.Sleep(3 * time.Minute)
+		wg.Wait()
+		mu.Lock()
+		got := append([]time.Duration(nil), arrivals...)
+		mu.Unlock()
+		require.GreaterOrEqual(t, len(got), 3, "the held call went as the next probe: %v", got)
+		assert.GreaterOrEqual(t, got[2]-probe1, 8*time.Second, "the next probe waits at least 80 %% of ProbeInterval after the previous one was sent: %v", got)
+	})
+}
+
+// OnHold "is called when a call of the Transport is held back before an
+// attempt" (coordination/config.go): a call without a deadline whose turn
+// under a pace is more than 10 minutes off is held all the same, and its
+// hold is recorded as it begins.
+func TestCoordinatedFarPacedTurnIsRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := testkit.NewProvider(testkit.OK().With("X-Ratelimit-Limit-Requests", "60").
+			With("X-Ratelimit-Remaining-Requests", "0").With("X-Ratelimit-Reset-Requests", "1h"))
+		var h testkit.Log[coordination.Hold]
+		rt, err := NewCoordinated(prov, Policy{}, coordination.Config{OnHold: h.Add})
+		require.NoError(t, err)
+		resp, err := post(t, rt, context.Background())
+		require.NoError(t, err)
+		resp.Body.Close()
+		const calls = 15
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := post(t, rt, ctx)
+				if err == nil {
+					resp.Body.Close()
+				}
+			}()
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		assert.Equal(t, 1, prov.Attempts(), "every call is held by the pace")
+		waiting := 0
+		for _, x := range h.All() {
+			if x.Outcome == coordination.HoldWaiting {
+				waiting++
+			}
+		}
+		assert.Equal(t, calls, waiting, "every held call's hold is recorded as it begins")
+		cancel()
+		wg.Wait()
+		ended := 0
+		for _, x := range h.All() {
+			if x.Outcome == coordination.HoldCanceled {
+				ended++
+			}
+		}
+		assert.Equal(t, calls, ended, "every held call's hold ends, canceled")
+	})
+}

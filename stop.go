@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
+
+	"github.com/llmretry/llmretry/coordination"
 )
 
 // stop says why a request is not retried any more; reason turns it into
@@ -97,12 +100,21 @@ func reasonText(err error) string {
 }
 
 // heldReason is the reason of a call whose gatekeeper did not let its
-// first attempt go: it held it until the call could wait no longer, or
-// until its context ended (the gatekeeper returns the context's error
-// only then).
-func heldReason(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
+// first attempt go, err saying why (see heldStop), or its context's error
+// when its context ended (the gatekeeper returns that error only then).
+func heldReason(ctx context.Context, err error, maxRetryAfter time.Duration) error {
+	return heldStop(err, maxRetryAfter).reason(ctx)
+}
+
+// heldStop is why the gatekeeper did not let an attempt go, err (a
+// *coordination.HeldError) saying why: the server's wait on the key, when
+// it is longer than maxRetryAfter (the policy's MaxRetryAfter: the call
+// would not wait it out), else the call's limits, past which it could wait
+// no longer.
+func heldStop(err error, maxRetryAfter time.Duration) stop {
+	var held *coordination.HeldError
+	if errors.As(err, &held) && held.Reason == coordination.HoldServerWait && held.Left > maxRetryAfter {
+		return stopServerWait
 	}
-	return ErrNoTimeLeft
+	return stopHeld
 }

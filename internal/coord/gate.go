@@ -575,8 +575,10 @@ turns:
 				return 0, err
 			}
 			if !latest.IsZero() && !now.Before(latest) {
+				// The call's limit came while it was held: its error
+				// names what held it last.
 				first.f, first.late = first.cc.k.facts(now), time.Time{}
-				return 0, refuse(first, gateDown, now)
+				return 0, refuse(first, first.g, now)
 			}
 			for i := range lanes {
 				lanes[i].cc.co.refresh(ctx, lanes[i].cc.k)
@@ -786,11 +788,13 @@ func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Ti
 	case slot.IsZero():
 		return false, time.Time{}, nil
 	case latest.IsZero():
-		// No deadline: wait for the slot to come within reach.
+		// No deadline: wait for the slot to come within reach, held by
+		// the pace (and recorded so) from now.
+		if *h == nil {
+			*h = cc.beginHold(gatePace, now, n)
+		}
 		if err := clock.Sleep(ctx, slot.Sub(now)-retryLease/2); err != nil {
-			if *h != nil {
-				(*h).end(coordination.HoldCanceled)
-			}
+			(*h).end(coordination.HoldCanceled)
 			return true, time.Time{}, err
 		}
 		return cc.takeSend(ctx, k.facts(time.Now()), time.Now(), latest, n, h)
@@ -845,6 +849,12 @@ func (cc *Call) Report(ctx context.Context, o Outcome) Verdict {
 	}
 	now := time.Now()
 	r := store.Report{At: now, Evidence: evidenceOf(o.Health), Prober: cc.probe}
+	if r.Evidence == store.NoEvidence {
+		// A probe that learnt nothing (its caller gave up, its request's
+		// own fault) keeps its lease to its end: the next probe goes no
+		// sooner than a probe interval after this one was sent.
+		r.Prober = ""
+	}
 	cc.probe = ""
 	f := k.facts(now)
 	wasDown := f.Down(now)
