@@ -408,6 +408,7 @@ func TestSecretsInANonCanonicalHeaderNeverInErrorsOrRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			closeBody(r)
+			//lint:ignore SA1008 the caller set this name, not canonical, on purpose
 			return nil, fmt.Errorf("gateway refused key %s: connection reset", r.Header["x-api-key"])
 		})
 		var rec recorder
