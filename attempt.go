@@ -54,7 +54,10 @@ type Attempt struct {
 	// ErrProviderRefused and ErrNotRetryable, or the caller's context's
 	// error. It is nil when a retry follows and on a success. When
 	// Policy.OnExhausted is asked, Stop is ErrRetriesSpent and a yes
-	// still starts another round.
+	// still starts another round. A stop that comes during the wait after
+	// an attempt (the caller's context ends, the request body cannot be
+	// read again) comes after that attempt was recorded with its RetryIn:
+	// the Exhausted's Reason alone says it.
 	Stop error
 	// Route is the route the attempt took: 0 the primary (the request as
 	// the caller made it), k the policy's Fallback[k-1] (see
