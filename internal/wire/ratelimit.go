@@ -86,10 +86,10 @@ func SpentReset(h http.Header, now time.Time) (time.Duration, bool) {
 			return req, true
 		case tokSpent:
 			return tok, true
-		case reqKnown && tokKnown:
+		case reqKnown:
 			// Requests left, and tokens left but too few for this
-			// request (a count of tokens is rarely exactly 0): the
-			// tokens are spent.
+			// request (a count of tokens is rarely exactly 0), or not
+			// counted: the tokens are spent.
 			return tok, true
 		}
 		return min(req, tok), true

@@ -63,6 +63,7 @@ func TestSpentReset(t *testing.T) {
 		{"tokens spent", http.Header{"X-Ratelimit-Reset-Requests": {"1s"}, "X-Ratelimit-Remaining-Requests": {"59"}, "X-Ratelimit-Reset-Tokens": {"1m30s"}, "X-Ratelimit-Remaining-Tokens": {"0"}}, 90 * time.Second, true},
 		{"both spent: the longer", http.Header{"X-Ratelimit-Reset-Requests": {"1s"}, "X-Ratelimit-Remaining-Requests": {"0"}, "X-Ratelimit-Reset-Tokens": {"3s"}, "X-Ratelimit-Remaining-Tokens": {"0"}}, 3 * time.Second, true},
 		{"requests remain: the tokens are too few", http.Header{"X-Ratelimit-Reset-Requests": {"6ms"}, "X-Ratelimit-Remaining-Requests": {"9999"}, "X-Ratelimit-Reset-Tokens": {"58.5s"}, "X-Ratelimit-Remaining-Tokens": {"500"}}, 58500 * time.Millisecond, true},
+		{"requests remain, tokens not counted: the tokens are spent", http.Header{"X-Ratelimit-Reset-Requests": {"1s"}, "X-Ratelimit-Remaining-Requests": {"59"}, "X-Ratelimit-Reset-Tokens": {"6m0s"}}, 6 * time.Minute, true},
 		{"neither says spent: the shorter", http.Header{"X-Ratelimit-Reset-Requests": {"12s"}, "X-Ratelimit-Reset-Tokens": {"6m0s"}}, 12 * time.Second, true},
 		{"requests alone", http.Header{"X-Ratelimit-Reset-Requests": {"2s"}}, 2 * time.Second, true},
 		{"tokens alone", http.Header{"X-Ratelimit-Reset-Tokens": {"4s"}}, 4 * time.Second, true},

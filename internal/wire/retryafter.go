@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
@@ -96,7 +97,12 @@ func parseMillis(v string) (time.Duration, bool) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+	switch {
+	case errors.Is(err, strconv.ErrRange) && math.IsInf(f, 1):
+		return MaxDuration, true // digits beyond float64: clamped, as RetryAfter says
+	case errors.Is(err, strconv.ErrRange):
+		return 0, true // a fraction below float64's least: no wait
+	case err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0:
 		return 0, false
 	}
 	ns := f * float64(time.Millisecond)

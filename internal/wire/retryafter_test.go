@@ -85,6 +85,8 @@ func TestRetryAfterHostileValues(t *testing.T) {
 		{raDate("ANSI C date", dateANSIC, 9*time.Second), 9 * time.Second},
 		{ra("date with a bad zone", "Sun, 01 Jun 2025 12:00:07 XYZ"), none},
 		{ra("date with garbage after it", "Sun, 01 Jun 2025 12:00:07 GMT; x"), none},
+		{raMs("ms with many digits: clamped", strings.Repeat("9", 400)), MaxDuration},
+		{raMs("ms with many digits, and seconds: clamped", strings.Repeat("9", 400), "7"), MaxDuration},
 		{raMs("ms", "1500"), 1500 * time.Millisecond},
 		{raMs("ms fraction", "1.5"), 1500 * time.Microsecond},
 		{raMs("ms leading dot", ".5"), 500 * time.Microsecond},
