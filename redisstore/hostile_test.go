@@ -748,3 +748,33 @@ func TestCloseBlackHole(t *testing.T) {
 		})
 	}
 }
+
+// More retry leases than any process holds (2^20 + 1 live members of the
+// key's sorted set) are read as the most a process would write: the key
+// answers (its budget full), it does not fail.
+func TestPoisonedRetryCount(t *testing.T) {
+	srv := startRedis(t)
+	p := prefix(t)
+	attacker := newClient(t, srv.Addr)
+	st := newStore(t, newClient(t, srv.Addr), redisstore.Options{Prefix: p, Timeout: roomyTimeout})
+	ctx, now := context.Background(), time.Now()
+	name := st.Key("api.example.com", []byte("k"))
+	kr := p + "{" + name + "}:retries"
+	until := float64(now.Add(5 * time.Minute).UnixMilli())
+	const n = 1<<20 + 1
+	for i := 0; i < n; i += 50000 {
+		pipe := attacker.Pipeline()
+		for j := i; j < min(i+50000, n); j++ {
+			pipe.ZAdd(ctx, kr, redis.Z{Score: until, Member: "h" + strconv.Itoa(j)})
+		}
+		_, err := pipe.Exec(ctx)
+		require.NoError(t, err)
+	}
+	f, err := st.Load(ctx, name, now)
+	require.NoError(t, err, "a count past its bound is read as the most a process would write, or nothing, not a failure of the key")
+	assert.LessOrEqual(t, f.Retries, 1<<20)
+
+	_, ok, err := st.TakeRetry(ctx, name, store.Lease{Holder: "me", At: now, Until: now.Add(time.Minute)}, 3)
+	require.NoError(t, err)
+	assert.False(t, ok)
+}

@@ -85,7 +85,13 @@ func (s *Store) PrefillRefused(ctx context.Context, key, model string, now time.
 	s.dropped(0, "a prefill refusal")
 	until := fromMS(n)
 	if most := now.Add(store.PrefillHold); until.After(most) {
+		// Written by no process of the fleet (each writes at most
+		// PrefillHold ahead, with that lifetime): read as lapsing then,
+		// and given that lifetime, so that it lapses whatever it says.
 		until = most
+		_, _ = s.do(ctx, "prefill refused", func(ctx context.Context) (any, error) {
+			return s.client.PExpireAt(ctx, k, until).Result()
+		})
 	}
 	if !until.After(now) {
 		return time.Time{}, nil

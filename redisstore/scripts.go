@@ -212,6 +212,7 @@ local function load()
   if f.mi == 0 or at >= f.cu then f.mi, f.gr, f.ca, f.cu = 0, 0, 0, 0 end
   if f.sp == 0 or at >= f.tu then f.sp, f.fl, f.nx, f.tu = 0, 0, 0, 0 end
   f.n = live(kr, at)
+  if f.n > maxCount then f.n, bad = maxCount, bad + 1 end -- no process holds that many leases
   f.t = tallies()
   f.ts, f.tl = sums(f.t)
   f.ls = live(ks, at)
