@@ -209,9 +209,10 @@
 // A request that carries its own policy (llmretry.WithPolicy) runs that
 // policy's hooks instead of the Transport's: its attempts are still spans,
 // resend counts and llmretry.attempts, and the call is still counted in
-// llmretry.calls, but its waits and probes are not recorded. Its holds
-// are: OnHold belongs to the Transport's coordination.Config, not to a
-// policy.
+// llmretry.calls (a probe is marked, llmretry.probe, as it is read from
+// the attempt itself), but its waits are not recorded: they are read from
+// the Transport's policy's OnAttempt. Its holds are: OnHold belongs to the
+// Transport's coordination.Config, not to a policy.
 //
 // # Cost
 //

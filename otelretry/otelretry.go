@@ -180,8 +180,18 @@ type instrumented struct {
 	base  http.RoundTripper
 }
 
-// RoundTrip sends one attempt through otelhttp.
+// RoundTrip sends one attempt through otelhttp. otelhttp records the
+// client labeler it finds on the context, and every attempt of a call
+// shares the caller's context: when the caller (or an otelhttp Transport
+// around this one) put a labeler there, the attempt gets a fresh one with
+// its labels, so that one attempt's error.type and server.port never land
+// on another attempt's measurement, nor on the caller's.
 func (t *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
+	if outer, ok := otelhttp.ClientLabelerFromContext(req.Context()); ok {
+		own := new(otelhttp.Labeler)
+		own.Add(outer.Get()...)
+		req = req.WithContext(otelhttp.ContextWithClientLabeler(req.Context(), own))
+	}
 	return t.spans.RoundTrip(req)
 }
 

@@ -15,9 +15,11 @@ import (
 	"github.com/llmretry/llmretry/coordination"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
@@ -380,5 +382,63 @@ func TestCallsCountedOnce(t *testing.T) {
 		require.NoError(t, err)
 		finish(t, resp)
 		assert.False(t, hasMetric(r.collect(t), metricCalls), "no call of its own under another Transport")
+	})
+}
+
+// A failure status puts error.type on its attempt's
+// http.client.request.duration point, and a success puts none, also when
+// the caller's context already carries an otelhttp client Labeler (the
+// caller's own labels): every attempt of the call shares that context,
+// and each gets a labeler of its own.
+func TestErrorTypeStaysWithItsAttemptUnderACallersLabeler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig()
+		p := newProvider(step{status: 503}, step{status: 200})
+		rt := r.transport(t, p, llmretry.Policy{Waits: []time.Duration{time.Second}})
+
+		lab := &otelhttp.Labeler{}
+		ctx := otelhttp.ContextWithClientLabeler(t.Context(), lab)
+		resp, err := rt.RoundTrip(post(t, ctx, chatURL))
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		finish(t, resp)
+
+		byStatus := map[int64]string{}
+		d := findMetric(t, r.collect(t), "http.client.request.duration").Data.(metricdata.Histogram[float64])
+		for _, dp := range d.DataPoints {
+			status, _ := dp.Attributes.Value(semconv.HTTPResponseStatusCodeKey)
+			et, _ := dp.Attributes.Value(semconv.ErrorTypeKey)
+			byStatus[status.AsInt64()] = et.AsString()
+		}
+		assert.Equal(t, map[int64]string{503: "503", 200: ""}, byStatus,
+			"the answered attempt's duration point carries no error.type")
+		assert.Empty(t, lab.Get(), "the caller's labeler is not written into")
+	})
+}
+
+// The same through an outer otelhttp.Transport (a client that was already
+// instrumented, wrapped around the otelretry Transport): the outer layer
+// puts its Labeler in the context; each inner attempt gets its own.
+func TestErrorTypeStaysWithItsAttemptUnderOuterOtelhttp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig()
+		p := newProvider(step{status: 503}, step{status: 200})
+		rt := r.transport(t, p, llmretry.Policy{Waits: []time.Duration{time.Second}})
+		outer := otelhttp.NewTransport(rt, otelhttp.WithTracerProvider(r.tp))
+
+		resp, err := outer.RoundTrip(post(t, t.Context(), chatURL))
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		finish(t, resp)
+
+		byStatus := map[int64]string{}
+		d := findMetric(t, r.collect(t), "http.client.request.duration").Data.(metricdata.Histogram[float64])
+		for _, dp := range d.DataPoints {
+			status, _ := dp.Attributes.Value(semconv.HTTPResponseStatusCodeKey)
+			et, _ := dp.Attributes.Value(semconv.ErrorTypeKey)
+			byStatus[status.AsInt64()] = et.AsString()
+		}
+		assert.Equal(t, map[int64]string{503: "503", 200: ""}, byStatus,
+			"the answered attempt's duration point carries no error.type")
 	})
 }
