@@ -1,6 +1,7 @@
 package otelretry
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/llmretry/llmretry"
@@ -187,12 +188,21 @@ type instrumented struct {
 // its labels, so that one attempt's error.type and server.port never land
 // on another attempt's measurement, nor on the caller's.
 func (t *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
-	if outer, ok := otelhttp.ClientLabelerFromContext(req.Context()); ok {
+	if hasClientLabeler(req.Context()) {
+		outer, _ := otelhttp.ClientLabelerFromContext(req.Context())
 		own := new(otelhttp.Labeler)
 		own.Add(outer.Get()...)
 		req = req.WithContext(otelhttp.ContextWithClientLabeler(req.Context(), own))
 	}
 	return t.spans.RoundTrip(req)
+}
+
+// hasClientLabeler reports whether ctx carries an otelhttp client labeler,
+// allocating nothing when it does not (the labeler otelhttp makes in its
+// place does not escape).
+func hasClientLabeler(ctx context.Context) bool {
+	_, ok := otelhttp.ClientLabelerFromContext(ctx)
+	return ok
 }
 
 // CloseIdleConnections closes base's idle connections, if it has such a
