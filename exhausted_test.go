@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -332,5 +333,76 @@ func TestGaveUpFromWhatTheCallerHolds(t *testing.T) {
 		require.NotNil(t, ex, "through the http.Client's *url.Error")
 		assert.Equal(t, ErrRetriesSpent, ex.Reason)
 		assert.Equal(t, 2, ex.Attempts)
+	})
+}
+
+// routeSecret is a fallback route's own credential.
+const routeSecret = "ROUTE-SECRET-91c2"
+
+// A call whose last attempt went to a fallback route: the route's own
+// credentials (its URL user information, its Authorization), quoted by
+// its base's error, are blanked in every text the call renders: each
+// attempt's record, the Question a Person is asked and the Exhausted error
+// RoundTrip returns (redacted with the request the last attempt sent, not
+// only the caller's).
+func TestFallbackRouteCredentialsNeverInTheText(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		route := func(r *http.Request) (*http.Request, error) {
+			u := *r.URL
+			u.Host = "fallback.example.test"
+			u.User = url.UserPassword("svc", routeSecret)
+			r.URL, r.Host = &u, ""
+			r.Header.Set("Authorization", "Bearer "+routeSecret)
+			return r, nil
+		}
+		prim := testkit.NewProvider(testkit.Fail(503))
+		// The fallback sits behind a proxy library whose error quotes the
+		// URL it dialled (user information and all) and the credential
+		// it was refused with.
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Host == "api.example.test" {
+				return prim.RoundTrip(r)
+			}
+			closeBody(r)
+			return nil, fmt.Errorf("proxy: dial %s: connection refused (sent %s)", r.URL, r.Header.Get("Authorization"))
+		})
+		var mu sync.Mutex
+		var texts []string
+		keep := func(s string) { mu.Lock(); texts = append(texts, s); mu.Unlock() }
+		person := new(Person)
+		done := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case q := <-person.Questions():
+					keep("question: " + q.String())
+					q.Answer(false)
+				case <-done:
+					return
+				}
+			}
+		}()
+		p := Policy{
+			Waits:       []time.Duration{time.Second, time.Second},
+			Fallback:    []Route{route},
+			OnExhausted: person.Ask,
+			OnAttempt:   func(a Attempt) { keep("attempt: " + a.String()) },
+		}
+		req, err := http.NewRequest(http.MethodPost, testURL, strings.NewReader(`{"model":"m"}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer primary-key")
+		resp, err := mustNew(t, base, p).RoundTrip(req)
+		close(done)
+		require.Nil(t, resp)
+		require.Error(t, err)
+		keep("error: " + err.Error())
+		routeAttempts := 0
+		for _, s := range texts {
+			if strings.Contains(s, "[route 1]") {
+				routeAttempts++
+			}
+			assert.NotContains(t, s, routeSecret, "the route's credential leaked")
+		}
+		require.NotZero(t, routeAttempts, "the call reached the fallback route")
 	})
 }

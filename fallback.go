@@ -45,7 +45,7 @@ type routing struct {
 	spare    *http.Request      // another route's request made to join its key, not sent yet
 	spareFor int                // spare's route
 	long     bool               // the call moved to its LongContext routes: only they are left
-	downs    int                // the primary's down failures in the call (the first is a blip: see goAround)
+	downs    int                // the primary's down failures in a row (the first is a blip: see goAround)
 	moved    string             // why the latest attempt's result moved the call, for its record; "" if it did not
 }
 
@@ -240,8 +240,12 @@ func (c *call) goAround(first stop, j *judgement, v coord.Verdict, says coord.He
 		return 0, "", false
 	}
 	down := says == coord.HealthDown
-	if down && c.route == 0 {
+	switch {
+	case c.route != 0:
+	case down:
 		c.downs++
+	default:
+		c.downs = 0 // the provider answered: the next down failure is a blip again
 	}
 	cannot := first == stopProvider || j.why != stopNone || v.Down || timedOut(c.err)
 	why := movedNoWait
@@ -263,8 +267,8 @@ func (c *call) goAround(first stop, j *judgement, v coord.Verdict, says coord.He
 	if v.Down {
 		why = movedDown
 	}
-	if !down && !cannot && !(c.route == 0 && c.p.FallbackAfter > 0 && j.status == http.StatusTooManyRequests) {
-		return 0, "", false
+	if !down && !cannot && why != movedAfter {
+		return 0, "", false // once FallbackAfter has passed, any retryable failure moves
 	}
 	if c.lim.allows(now) != stopNone {
 		return 0, "", false

@@ -67,8 +67,9 @@
 //     the key until the limit is full again: each call, new or retried,
 //     takes the next turn at the limit's rate from the Store, in the order
 //     they ask, so that a crowd meets its limit without running into it.
-//     A reset further off than the call's MaxRetryAfter paces nothing for
-//     it.
+//     A pace whose next turn is further off than the call's MaxRetryAfter
+//     paces nothing for it (a long window refilled continuously still
+//     paces a turn every window/limit).
 //   - A 429 that spends no published limit, while other calls of the key
 //     are in flight, limits the key's calls in flight to that number;
 //     calls over it wait for one in flight to end (a stream: its body),
