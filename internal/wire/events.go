@@ -63,6 +63,7 @@ type chatFacts struct {
 	delta        span // the first choice's delta object, braces included
 	content      span // its delta.content string, between its quotes
 	hasContent   bool
+	nullContent  span // its delta.content when not a string ("content": null beside a finish or tool calls)
 	role         bool // delta.role
 	tool         bool // delta.tool_calls with an element, or delta.function_call
 	refusal      bool // delta.refusal with text
@@ -146,6 +147,9 @@ func (w *walker) chat(data []byte, f *chatFacts) bool {
 			switch {
 			case w.at(&pChatChunkText):
 				setText(t, &f.content, &f.hasContent)
+				if t.Kind == Scalar {
+					f.nullContent = span{t.From, t.To}
+				}
 			case w.at(&pChoicesElemDeltaRole):
 				f.role = f.role || t.Kind == String
 			case w.at(&pChoicesElemDeltaToolCalls):

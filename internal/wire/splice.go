@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"unicode/utf8"
 )
 
 // This file turns a continuation's events into the rest of the original
@@ -262,6 +263,11 @@ func (sp *Splicer) skipSpace(t []byte) []byte {
 	for k < len(sp.ws) && k < len(t) && sp.ws[k] == t[k] {
 		k++
 	}
+	// Whole characters only: a held-back U+00A0 (C2 A0) shares its first
+	// byte with "»" (C2 BB).
+	for k > 0 && (k < len(t) && !utf8.RuneStart(t[k]) || k < len(sp.ws) && !utf8.RuneStart(sp.ws[k])) {
+		k--
+	}
 	sp.ws, t = sp.ws[k:], t[k:]
 	if len(t) > 0 {
 		sp.ws = nil
@@ -348,6 +354,10 @@ func (sp *Splicer) chat(dst, data []byte) ([]byte, Step, error) {
 		if !bytes.Equal(emit, sp.text) {
 			sp.ed.replaceString(span{f.content.From - 1, f.content.To + 1}, emit)
 		}
+	case len(emit) > 0 && f.nullContent.set():
+		// Held text, handed on in place of this chunk's "content": null
+		// (a second "content" member would be read instead of it).
+		sp.ed.replaceString(f.nullContent, emit)
 	case len(emit) > 0 && f.delta.set():
 		// Held text, handed on in this chunk's delta.
 		at := f.delta.From + 1

@@ -12,6 +12,7 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -489,4 +490,63 @@ func splice(sp *Splicer, evs []sseEvent) ([]byte, Step, error) {
 		}
 	}
 	return out, step, nil
+}
+
+// Azure OpenAI opens every Chat Completions stream with its prompt-filter
+// chunk, whose "id" is "". openai-go's accumulator takes the first
+// non-empty id: the continuation's chunks carry that id, not "".
+func TestSpliceAzurePromptFilterID(t *testing.T) {
+	orig := append([]sseEvent{
+		dataEv(`{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}}}]}`),
+	}, chatEvents(chatID, "Hello", " world", "!")...)
+	s, caller := cutEvents(t, ChatCompletions, chatRequest, orig, `" world"`)
+	require.Equal(t, "Hello", string(s.Delivered()))
+	regen := chatEvents(chatID2, "Hel", "lo world", "!")
+	out, _, err := splice(s.Splice(Regenerate, nil), regen)
+	require.NoError(t, err)
+	a, err := accumulateChat(append(caller, out...))
+	require.NoError(t, err, "openai-go's accumulator refuses the spliced chunks")
+	assert.Equal(t, "Hello world!", a.text)
+	assert.Equal(t, chatID, a.id)
+}
+
+// Held text handed on in a chunk whose delta has "content": null (the
+// shape of OpenAI-style tool-call and finish chunks) takes the null's
+// place: a second "content" member would lose it (every JSON reader keeps
+// the last).
+func TestSpliceHeldTextInPlaceOfNullContent(t *testing.T) {
+	s, caller := cutEvents(t, ChatCompletions, chatRequest, chatEvents(chatID, "Hello", " world", "!"), " world")
+	require.Equal(t, "Hello", string(s.Delivered()))
+	head := fmt.Sprintf(chatHead, chatID2)
+	cont := []sseEvent{
+		dataEv(head + `{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`),
+		dataEv(head + `{"content":"He"},"logprobs":null,"finish_reason":null}]}`), // a prefix of "Hello": held
+		dataEv(head + `{"content":null},"logprobs":null,"finish_reason":"stop"}]}`),
+		dataEv("[DONE]"),
+	}
+	out, _, err := splice(s.Splice(Prefill, nil), cont)
+	require.NoError(t, err)
+	a, err := accumulateChat(append(caller, out...))
+	require.NoError(t, err)
+	assert.Equal(t, "HelloHe", a.text, "the held text reaches the caller once: %s", out)
+	assert.Equal(t, "HelloHe", string(s.Delivered()), "the Stream believes it was delivered")
+}
+
+// The held-back whitespace is skipped where the continuation repeats it,
+// whole characters only: a held-back U+00A0 (C2 A0) and a continuation
+// that starts with "»" (C2 BB) share a byte, and "»" reaches the caller
+// whole (decision 109).
+func TestSpliceHeldBackSpaceSkipsWholeCharacters(t *testing.T) {
+	orig := messagesEvents(msgID, "Il a dit «\u00a0bonjour\u00a0", "» et", " partit.")
+	s, caller := cutEvents(t, Messages, messagesRequest, orig, "» et")
+	require.Equal(t, "Il a dit «\u00a0bonjour\u00a0", string(s.Delivered()))
+	_, held, err := s.PrefillBody([]byte(messagesRequest), Prefill)
+	require.NoError(t, err)
+	require.Equal(t, "\u00a0", string(held))
+	cont := messagesEvents(msgID2, "» et", " partit.")
+	out, _, err := splice(s.Splice(Prefill, held), cont)
+	require.NoError(t, err)
+	a, err := accumulateMessages(append(caller, out...))
+	require.NoError(t, err)
+	assert.Equal(t, "Il a dit «\u00a0bonjour\u00a0» et partit.", a.text())
 }
