@@ -215,3 +215,25 @@ func TestAttemptFromContextRoute(t *testing.T) {
 		assert.Equal(t, seen, routesOf(&rec))
 	})
 }
+
+// An invalid WithPolicy refuses the request before anything is sent, also
+// inside Do (or an outer Transport), where the request is not retried.
+func TestWithPolicyInvalidIsRefusedInsideDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prov := testkit.NewProvider(testkit.OK())
+		rt := mustNew(t, prov, Policy{})
+		_, err := Do(context.Background(), Policy{MaxRetries: 1}, func(ctx context.Context) (int, error) {
+			ctx = WithPolicy(ctx, Policy{MaxWait: -time.Second})
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, strings.NewReader(`{}`))
+			require.NoError(t, err)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				return 0, Permanent(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		})
+		assert.ErrorContains(t, err, "Policy.MaxWait")
+		assert.Zero(t, prov.Attempts(), "an invalid WithPolicy request is refused before anything is sent")
+	})
+}

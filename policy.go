@@ -43,7 +43,9 @@ const (
 // A Policy is a value: the Transport keeps its own copy (including a copy of
 // Waits), so changing a Policy after passing it to New or WithPolicy has no
 // effect. OnAttempt and OnExhausted are called from the goroutine that
-// called RoundTrip (or Do); they must be safe for concurrent use when the
+// called RoundTrip (or Do) — for the continuation of a stream
+// (ContinueStreams), from the goroutine that reads the body, where a panic
+// in one reaches that Read; they must be safe for concurrent use when the
 // Transport is shared.
 type Policy struct {
 	// Waits is an explicit schedule: retry k waits Waits[k-1]. Without a
@@ -216,7 +218,8 @@ type Policy struct {
 	// question: it ends the call with ErrWaitTooLong. It is called once
 	// per round with the call's record so far (its Response body belongs
 	// to the caller: do not read or close it), from the goroutine that
-	// made the call, and must return promptly once ctx is done (a done
+	// made the call (a continuation's: the one reading the body), and
+	// must return promptly once ctx is done (a done
 	// context counts as false). A Person's Ask method is one that puts the
 	// question to a person. Nil means fail: the last result is returned.
 	OnExhausted func(ctx context.Context, e *Exhausted) bool

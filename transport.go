@@ -98,12 +98,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.baseRT()
 	ctx := req.Context()
 	cp, nested := lookup(ctx)
-	if nested {
-		return base.RoundTrip(req) // an outer llmretry call does the retrying
-	}
 	if cp != nil && cp.err != nil {
+		// Refused before anything is sent, nested or not (WithPolicy).
 		closeBody(req)
 		return nil, fmt.Errorf("llmretry: policy from WithPolicy: %w", cp.err)
+	}
+	if nested {
+		return base.RoundTrip(req) // an outer llmretry call does the retrying
 	}
 
 	return t.start(req, t.policyFor(cp), base)

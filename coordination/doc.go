@@ -100,7 +100,9 @@
 // llmretry's Attempt.Probe marks the probes. OnHold, and the Policy's
 // OnAttempt and OnExhausted, run on the call's goroutine with no lock
 // held, once the shared state is consistent: a panic in one reaches the
-// call's caller and leaves no lease held and no budget spent.
+// call's caller and leaves no lease held and no budget spent. (A stream's
+// continuation runs on the goroutine that reads its body: a panic there
+// reaches that Read.)
 //
 // The facts live in the Store (the in-process one unless Config.Store is
 // set); what waits on them (held calls, their timers) stays in the
