@@ -403,14 +403,7 @@ func TestErrorTypeStaysWithItsAttemptUnderACallersLabeler(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode)
 		finish(t, resp)
 
-		byStatus := map[int64]string{}
-		d := findMetric(t, r.collect(t), "http.client.request.duration").Data.(metricdata.Histogram[float64])
-		for _, dp := range d.DataPoints {
-			status, _ := dp.Attributes.Value(semconv.HTTPResponseStatusCodeKey)
-			et, _ := dp.Attributes.Value(semconv.ErrorTypeKey)
-			byStatus[status.AsInt64()] = et.AsString()
-		}
-		assert.Equal(t, map[int64]string{503: "503", 200: ""}, byStatus,
+		assert.Equal(t, map[int64]string{503: "503", 200: ""}, errorTypes(t, r),
 			"the answered attempt's duration point carries no error.type")
 		assert.Empty(t, lab.Get(), "the caller's labeler is not written into")
 	})
@@ -431,14 +424,21 @@ func TestErrorTypeStaysWithItsAttemptUnderOuterOtelhttp(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode)
 		finish(t, resp)
 
-		byStatus := map[int64]string{}
-		d := findMetric(t, r.collect(t), "http.client.request.duration").Data.(metricdata.Histogram[float64])
-		for _, dp := range d.DataPoints {
-			status, _ := dp.Attributes.Value(semconv.HTTPResponseStatusCodeKey)
-			et, _ := dp.Attributes.Value(semconv.ErrorTypeKey)
-			byStatus[status.AsInt64()] = et.AsString()
-		}
-		assert.Equal(t, map[int64]string{503: "503", 200: ""}, byStatus,
+		assert.Equal(t, map[int64]string{503: "503", 200: ""}, errorTypes(t, r),
 			"the answered attempt's duration point carries no error.type")
 	})
+}
+
+// errorTypes returns the error.type of each http.client.request.duration
+// point r collected, by status code ("" for none).
+func errorTypes(t *testing.T, r *rig) map[int64]string {
+	t.Helper()
+	byStatus := map[int64]string{}
+	d := findMetric(t, r.collect(t), "http.client.request.duration").Data.(metricdata.Histogram[float64])
+	for _, dp := range d.DataPoints {
+		status, _ := dp.Attributes.Value(semconv.HTTPResponseStatusCodeKey)
+		et, _ := dp.Attributes.Value(semconv.ErrorTypeKey)
+		byStatus[status.AsInt64()] = et.AsString()
+	}
+	return byStatus
 }
