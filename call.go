@@ -95,7 +95,7 @@ func (t *Transport) start(req *http.Request, p *Policy, base http.RoundTripper) 
 	if err == nil && resp.StatusCode < 400 && ev == nil {
 		gk.Report(ctx, coord.Outcome{Health: coord.HealthUp, Resp: resp, Status: resp.StatusCode})
 		if p.OnAttempt != nil {
-			p.OnAttempt(Attempt{ID: newID(), N: 1, Request: out, Response: resp, Probe: probe})
+			tell(p.OnAttempt, Attempt{ID: newID(), N: 1, Request: out, Response: resp, Probe: probe})
 		}
 		if p.RetryStreams || p.StreamIdleTimeout > 0 {
 			resp = handOver(resp, commit{t: t, f: f, base: base, p: p, req: req, first: out, getBody: getBody, keepers: t.keepers, n: 1})
@@ -683,7 +683,23 @@ func (c *call) record(retryIn time.Duration, held bool) {
 	}
 	a.Moved = c.moved
 	a.Continued, a.From = c.continued, c.from
-	c.p.OnAttempt(a)
+	tell(c.p.OnAttempt, a)
+}
+
+// tell passes a to on, a policy's OnAttempt. If on panics, the panic goes
+// on to the call's caller, who will never get a.Response: its body is
+// closed first, which ends the send lease a stream's body holds under a
+// limit on calls in flight (and frees its connection).
+func tell(on func(Attempt), a Attempt) {
+	defer func() {
+		if v := recover(); v != nil {
+			if a.Response != nil && a.Response.Body != nil {
+				a.Response.Body.Close()
+			}
+			panic(v)
+		}
+	}()
+	on(a)
 }
 
 // normalize enforces the RoundTripper contract on a base's result: a

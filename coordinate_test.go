@@ -622,3 +622,50 @@ func TestCoordinatedFarPacedTurnIsRecorded(t *testing.T) {
 		assert.Equal(t, calls, ended, "every held call's hold ends, canceled")
 	})
 }
+
+// A panic in OnAttempt on a stream's success under a limit on calls in
+// flight reaches the caller and leaves no send lease held: the body the
+// caller will never get is closed, and the next call is not held for it.
+func TestCoordinatedOnAttemptPanicEndsTheStreamsLease(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replies []testkit.Reply
+	}{
+		{"first try", []testkit.Reply{testkit.OpenAIChatStream("Hi")}},
+		{"after a 429 retry", []testkit.Reply{testkit.Fail(429), testkit.OpenAIChatStream("Hi")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				prov := testkit.NewProvider(tc.replies...)
+				var once sync.Once
+				p := Policy{Waits: []time.Duration{time.Second}, OnAttempt: func(a Attempt) {
+					if a.Response != nil && a.Response.StatusCode == 200 {
+						once.Do(func() { panic("boom from OnAttempt") })
+					}
+				}}
+				// The key has learnt a limit of 1 call in flight (a cut with
+				// none in flight, for an hour).
+				st := coordination.NewMemoryStore()
+				rt, err := NewCoordinated(prov, p, coordination.Config{Store: st})
+				require.NoError(t, err)
+				key := st.Key("api.example.test", nil)
+				_, err = st.Report(context.Background(), key, store.Report{At: time.Now(), Evidence: store.ProviderUp, Cut: true, Grow: time.Hour, CapUntil: time.Now().Add(time.Hour)})
+				require.NoError(t, err)
+				inFlight := func() int {
+					f, err := st.Load(context.Background(), key, time.Now())
+					require.NoError(t, err)
+					return f.InFlight
+				}
+
+				assert.PanicsWithValue(t, "boom from OnAttempt", func() { _, _ = post(t, rt, context.Background()) })
+				assert.Zero(t, inFlight(), "no send lease left held by the call that panicked")
+				start := time.Now()
+				resp, err := post(t, rt, context.Background())
+				require.NoError(t, err)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				assert.Zero(t, time.Since(start), "the next call is not held for it")
+			})
+		})
+	}
+}
