@@ -245,6 +245,7 @@ func TestSeveralChoices(t *testing.T) {
 		{"no n", ChatCompletions, chatRequest, false},
 		{"n on Messages means nothing", Messages, `{"n":2,"messages":[]}`, false},
 		{"candidateCount 2", Gemini, `{"contents":[],"generationConfig":{"candidateCount":2}}`, true},
+		{"candidate_count 2, the proto name", Gemini, `{"contents":[],"generation_config":{"candidate_count":2}}`, true},
 		{"not JSON", ChatCompletions, `{"n":`, false},
 	} {
 		assert.Equal(t, c.want, SeveralChoices(c.api, []byte(c.request)), c.name)

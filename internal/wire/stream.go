@@ -551,8 +551,9 @@ func (s *Stream) ResumeURL(orig *url.URL) (*url.URL, bool) {
 
 // SeveralChoices reports whether request, a request body of api, asks
 // for more than one choice ("n" above 1 in Chat Completions,
-// generationConfig.candidateCount in Gemini): its stream is never
-// continued, whatever the strategy.
+// generationConfig.candidateCount in Gemini, or its proto name
+// generation_config.candidate_count): its stream is never continued,
+// whatever the strategy.
 func SeveralChoices(api API, request []byte) bool {
 	return readRequest(api, request).n > 1
 }
@@ -569,10 +570,10 @@ func readRequest(api API, body []byte) requestFacts {
 			if api == ChatCompletions && first.Kind == Scalar {
 				f.n = max(1, parseIndex(v))
 			}
-		case "generationConfig":
+		case "generationConfig", "generation_config": // the REST API takes proto JSON's either name
 			if api == Gemini && first.Kind == BeginObject {
 				members(body, first.From, func(key span, first Token, end int) bool {
-					if string(body[key.From:key.To]) == "candidateCount" && first.Kind == Scalar {
+					if k := string(body[key.From:key.To]); (k == "candidateCount" || k == "candidate_count") && first.Kind == Scalar {
 						f.n = max(1, parseIndex(body[first.From:end]))
 					}
 					return true
