@@ -293,7 +293,7 @@ func (b *streamBody) fill() {
 	var n int
 	var err error
 	if b.idled.Load() {
-		err = &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.idle}
+		err = idleError(b.idle)
 	} else {
 		// The idle bound runs while this read waits, and only then: the
 		// caller's pauses between reads are not the provider's silence.
@@ -302,7 +302,7 @@ func (b *streamBody) fill() {
 		}
 		n, err = rc.Read(b.win[len(b.win):cap(b.win)])
 		if b.timer != nil && !b.timer.Stop() && b.idled.Load() {
-			err = &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.idle}
+			err = idleError(b.idle)
 		}
 	}
 	b.win = b.win[:len(b.win)+n]
@@ -499,7 +499,6 @@ type idleBody struct {
 	d     time.Duration
 	timer *time.Timer
 	idle  atomic.Bool // the bound passed; set before rc is closed
-	once  sync.Once   // stops the timer once
 }
 
 // newIdleBody watches rc for reads that wait longer than d.
@@ -516,22 +515,25 @@ func newIdleBody(rc io.ReadCloser, d time.Duration) *idleBody {
 // waits and only then.
 func (b *idleBody) Read(p []byte) (int, error) {
 	if b.idle.Load() {
-		return 0, &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.d}
+		return 0, idleError(b.d)
 	}
 	b.timer.Reset(b.d)
 	n, err := b.rc.Read(p)
 	if !b.timer.Stop() && b.idle.Load() {
 		// The bound passed as the read waited: it has closed the body.
-		return n, &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: b.d}
+		return n, idleError(b.d)
 	}
 	return n, err
 }
 
 // Close stops the bound and closes the stream.
 func (b *idleBody) Close() error {
-	b.stop()
+	b.timer.Stop()
 	return b.rc.Close()
 }
 
-// stop stops the timer.
-func (b *idleBody) stop() { b.once.Do(func() { b.timer.Stop() }) }
+// idleError is the error of a read that waited longer than d for a byte
+// (Policy.StreamIdleTimeout).
+func idleError(d time.Duration) error {
+	return &boundError{what: "stream idle: no bytes", name: "Policy.StreamIdleTimeout", d: d}
+}

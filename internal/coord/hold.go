@@ -22,18 +22,17 @@ func (cc *Call) beginHold(g gate, now time.Time, n int) *holding {
 	return h
 }
 
-// holdReasons are the reasons for the closed gates; a gate not listed
-// (gateDown, and gateProbe when its lease is refused) holds for the
-// provider being down.
-var holdReasons = [...]coordination.HoldReason{
-	gateDown: coordination.HoldDown, gateProbe: coordination.HoldDown, gateWait: coordination.HoldServerWait,
-	gateBudget: coordination.HoldBudget, gatePace: coordination.HoldPaced, gateInFlight: coordination.HoldInFlight,
-}
-
 // holdReason is the reason for a closed gate g.
 func holdReason(g gate) coordination.HoldReason {
-	if int(g) < len(holdReasons) && g != gateOpen {
-		return holdReasons[g]
+	switch g {
+	case gateWait:
+		return coordination.HoldServerWait
+	case gateBudget:
+		return coordination.HoldBudget
+	case gatePace:
+		return coordination.HoldPaced
+	case gateInFlight:
+		return coordination.HoldInFlight
 	}
 	return coordination.HoldDown
 }

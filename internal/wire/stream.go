@@ -419,7 +419,7 @@ func (s *Stream) observeGemini(data []byte) Step {
 
 // setID keeps the id at p in data, the first one seen.
 func (s *Stream) setID(data []byte, p span) {
-	if s.keep && !s.hasID && p.set() && p.To > p.From { // an empty id (Azure's prompt-filter chunk) is none
+	if s.keep && !s.hasID && p.To > p.From { // an empty id (Azure's prompt-filter chunk) is none
 		s.id, s.hasID = append(s.id[:0], data[p.From:p.To]...), true
 	}
 }
