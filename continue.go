@@ -58,22 +58,14 @@ type commit struct {
 	n, retries, route int   // attempts made, retries of the current round, the route that committed
 	taken             []int // the routes the call took, for its record
 	gaveUp            bool  // the call gave up on the response: it is handed over as it is
-
-	// What the call learnt of its routes, which its continuations keep:
-	// the routes it left behind (a refused credential, a request too long
-	// for them), that only LongContext's are left, the primary's down
-	// failures, and the first error a Route returned (see routing).
-	behind   []bool
-	long     bool
-	downs    int
-	routeErr error
+	learnt                  // what the call learnt of its routes, which its continuations keep
 }
 
 // commit returns the call as a committed stream needs it.
 func (c *call) commit() commit {
 	return commit{t: c.t, f: c.f, base: c.base, p: c.p, req: c.req, first: c.first, at: c.out, getBody: c.getBody, keepers: c.keepers,
 		n: c.n, retries: c.retries, route: c.route, taken: c.routesTaken(), gaveUp: c.event != nil || c.resp.StatusCode >= 400,
-		behind: c.behind, long: c.long, downs: c.downs, routeErr: c.routeErr}
+		learnt: c.learnt}
 }
 
 // answer is what RoundTrip returns of a call that ended with (resp, err):
@@ -341,14 +333,14 @@ func (k *resumer) send(req *http.Request, strategy wire.Strategy, offset int64) 
 	// call's retries, like a move to another route.
 	c.n, c.recorded, c.retries = k.n, k.n, k.retries+1
 	c.taken, c.route, c.next = k.taken, k.route, k.route
-	c.behind, c.long, c.downs, c.routeErr = k.behind, k.long, k.downs, k.routeErr
+	c.learnt = k.learnt
 	c.continued, c.from = strategyNames[strategy], offset
 	resp, err := c.resume()
 	if c.n > k.n {
 		k.at = c.out // the route a next cut is continued on
 	}
 	k.n, k.retries, k.route, k.taken = c.n, c.retries, c.route, c.routesTaken()
-	k.behind, k.long, k.downs, k.routeErr = c.behind, c.long, c.downs, c.routeErr
+	k.learnt = c.learnt
 	if err == nil && c.moved == movedPrefill {
 		return resp, c.out, nil
 	}

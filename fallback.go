@@ -39,14 +39,20 @@ type routing struct {
 	taken    []int              // the routes the call's attempts took, each once, in order
 	keepers  coord.Gatekeepers  // the Transport's, to join a route's key
 	gks      []coord.Gatekeeper // each route's gatekeeper, once joined; nil until the call asks another route
-	behind   []bool             // routes the call no longer takes: its Route failed or does not apply, or a move left it behind
 	own      []bool             // routes whose request, once made, carried a credential of their own
-	routeErr error              // the first error a Route returned, for the record
 	spare    *http.Request      // another route's request made to join its key, not sent yet
 	spareFor int                // spare's route
-	long     bool               // the call moved to its LongContext routes: only they are left
-	downs    int                // the primary's down failures in a row (the first is a blip: see goAround)
 	moved    string             // why the latest attempt's result moved the call, for its record; "" if it did not
+	learnt
+}
+
+// learnt is what a call learnt of its routes that outlives its attempts:
+// a committed stream's continuations keep it (see commit).
+type learnt struct {
+	behind   []bool // routes the call no longer takes: its Route failed or does not apply, or a move left it behind
+	long     bool   // the call moved to its LongContext routes: only they are left
+	downs    int    // the primary's down failures in a row (the first is a blip: see goAround)
+	routeErr error  // the first error a Route returned, for the record
 }
 
 // routes returns the number of the call's routes, its primary included.
