@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -663,34 +662,11 @@ func TestLongContext(t *testing.T) {
 	})
 }
 
-// hostScripts is a base that answers each host from its own script (its
-// last reply repeats) and counts the requests each host got.
-type hostScripts struct {
-	mu      sync.Mutex
-	scripts map[string][]func(*http.Request) *http.Response
-	n       map[string]int
-}
+// streamsByHost sends each request to the streams of its URL's host.
+type streamsByHost map[string]*streams
 
-func (h *hostScripts) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		_, _ = io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n == nil {
-		h.n = map[string]int{}
-	}
-	s := h.scripts[r.URL.Host]
-	i := min(h.n[r.URL.Host], len(s)-1)
-	h.n[r.URL.Host]++
-	return s[i](r), nil
-}
-
-func (h *hostScripts) count(host string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.n[host]
+func (h streamsByHost) RoundTrip(r *http.Request) (*http.Response, error) {
+	return h[r.URL.Host].RoundTrip(r)
 }
 
 // A continuation is an attempt of the call that committed the stream: it
@@ -703,13 +679,13 @@ func TestFallbackContinuationKeepsTheRoutesLeftBehind(t *testing.T) {
 	t.Run("too long for the primary", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			tooLong := `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9631 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
-			base := &hostScripts{scripts: map[string][]func(*http.Request) *http.Response{
-				"api.example.test": {status(400, tooLong)},
-				"long.example.test": {
+			base := streamsByHost{
+				"api.example.test": {replies: []func(*http.Request) *http.Response{status(400, tooLong)}},
+				"long.example.test": {replies: []func(*http.Request) *http.Response{
 					stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET),
 					stream(chatStream("c2", true, "ld!"), nil),
-				},
-			}}
+				}},
+			}
 			var rec recorder
 			p := Policy{RetryStreams: true, ContinueStreams: true, LongContext: []Route{routeTo(t, "https://long.example.test/v1", "LONG")}, OnAttempt: rec.on}
 			resp, err := mustNew(t, base, p).RoundTrip(testkit.StainlessPost(t, testURL, prompt))
@@ -717,21 +693,21 @@ func TestFallbackContinuationKeepsTheRoutesLeftBehind(t *testing.T) {
 			got, err := readAll(resp)
 			require.NoError(t, err)
 			assert.Contains(t, got, "ld!")
-			assert.Equal(t, 1, base.count("api.example.test"), "the too-long request is never sent to the primary again")
+			assert.Equal(t, 1, len(base["api.example.test"].sent()), "the too-long request is never sent to the primary again")
 			assert.Equal(t, []int{0, 1, 1}, routesOf(&rec), "the continuation goes to the route the stream came from")
 		})
 	})
 	t.Run("a refused credential", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			refused := `{"error":{"message":"Incorrect API key provided: sk-proj-****abcd.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`
-			base := &hostScripts{scripts: map[string][]func(*http.Request) *http.Response{
-				"api.example.test": {status(401, refused), stream(chatStream("c9", true, "from the primary"), nil)},
-				"fallback.example.test": {
+			base := streamsByHost{
+				"api.example.test": {replies: []func(*http.Request) *http.Response{status(401, refused), stream(chatStream("c9", true, "from the primary"), nil)}},
+				"fallback.example.test": {replies: []func(*http.Request) *http.Response{
 					stream(chatStream("c1", false, "Hello", " wor"), syscall.ECONNRESET),
 					status(503, `{"error":{"message":"down"}}`),
 					stream(chatStream("c2", true, "ld!"), nil),
-				},
-			}}
+				}},
+			}
 			var rec recorder
 			p := Policy{RetryStreams: true, ContinueStreams: true, Waits: []time.Duration{time.Second, time.Second, time.Second},
 				Fallback: []Route{routeTo(t, fallbackBase, "FB-KEY")}, OnAttempt: rec.on}
@@ -742,7 +718,7 @@ func TestFallbackContinuationKeepsTheRoutesLeftBehind(t *testing.T) {
 			got, err := readAll(resp)
 			require.NoError(t, err)
 			assert.Contains(t, got, "ld!")
-			assert.Equal(t, 1, base.count("api.example.test"), "the refused credential is never sent again")
+			assert.Equal(t, 1, len(base["api.example.test"].sent()), "the refused credential is never sent again")
 			assert.Equal(t, []int{0, 1, 1, 1}, routesOf(&rec))
 		})
 	})
