@@ -122,6 +122,7 @@ var shapes = [...]Shape{
 
 	// Responses.
 	{API: Responses, Type: "response.created", Role: RolePreamble, ID: "response.id", Seq: "sequence_number"},
+	{API: Responses, Type: "response.queued", Role: RolePreamble, ID: "response.id", Seq: "sequence_number"}, // a background response's
 	{API: Responses, Type: "response.in_progress", Role: RolePreamble, ID: "response.id", Seq: "sequence_number"},
 	{API: Responses, Type: "response.output_item.added", Role: RoleContent, Index: "output_index", Seq: "sequence_number"},
 	{API: Responses, Type: "response.content_part.added", Role: RoleContent, Index: "output_index", Seq: "sequence_number"},

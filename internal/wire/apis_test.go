@@ -43,13 +43,14 @@ func TestShapesIsACopy(t *testing.T) {
 
 // The typed events a stream's opening skips are the preamble and the
 // keep-alives: Anthropic's message_start, content_block_start and ping,
-// Responses' response.created and response.in_progress.
+// Responses' response.created, response.queued and response.in_progress.
 func TestRoleOf(t *testing.T) {
 	for typ, want := range map[string]Role{
 		"message_start":        RolePreamble,
 		"content_block_start":  RolePreamble,
 		"ping":                 RoleKeepAlive,
 		"response.created":     RolePreamble,
+		"response.queued":      RolePreamble,
 		"response.in_progress": RolePreamble,
 		"content_block_delta":  RoleContent,
 		"message_stop":         RoleCompletion,

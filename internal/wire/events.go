@@ -251,7 +251,8 @@ type responsesFacts struct {
 	hasSeq   bool
 	itemType span // item.type (output_item.added, output_item.done)
 	// background says response.background is true (response.created,
-	// response.in_progress: the response runs in the background).
+	// response.queued, response.in_progress: the response runs in the
+	// background).
 	background bool
 	delta      span // "delta", between its quotes (output_text.delta)
 	hasDelta   bool

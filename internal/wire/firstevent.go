@@ -148,8 +148,9 @@ const (
 // Skipped, not deciding: comments, events without data, data that is only
 // whitespace or {}, and the events the shapes table gives the roles
 // preamble and keep-alive (Anthropic's message_start, content_block_start
-// and ping; Responses' response.created and response.in_progress; Chat
-// Completions' role-only first chunk and Azure's prompt-filter chunk).
+// and ping; Responses' response.created, response.queued (a background
+// response's) and response.in_progress; Chat Completions' role-only first
+// chunk and Azure's prompt-filter chunk).
 // "[DONE]" before any content is EventEnd. An error event is classified by
 // its code, type or status; every other event with data is content,
 // whatever its payload: when unsure, it is an answer.

@@ -31,9 +31,11 @@ const (
 	fePing         = "event: ping\ndata: {\"type\": \"ping\"}\n\n"
 	feBlockDelta   = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n"
 	feBlockDelta2  = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"!\"}}\n\n"
-	// feCreated and feInProgress are the OpenAI Responses preamble;
+	// feCreated and feInProgress are the OpenAI Responses preamble, with
+	// feQueued between them for a response created with background: true;
 	// feItemAdded is its first content event.
 	feCreated    = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_67c9fdcecf488190bdd9a0409de3a1ec07b8b0ad4e5eb654\",\"object\":\"response\",\"created_at\":1741290958,\"status\":\"in_progress\",\"error\":null,\"incomplete_details\":null,\"model\":\"gpt-4.1-2025-04-14\",\"output\":[]}}\n\n"
+	feQueued     = "event: response.queued\ndata: {\"type\":\"response.queued\",\"sequence_number\":1,\"response\":{\"id\":\"resp_67c9fdcecf488190bdd9a0409de3a1ec07b8b0ad4e5eb654\",\"object\":\"response\",\"created_at\":1741290958,\"status\":\"queued\",\"background\":true,\"error\":null,\"output\":[]}}\n\n"
 	feInProgress = "event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":1,\"response\":{\"id\":\"resp_67c9fdcecf488190bdd9a0409de3a1ec07b8b0ad4e5eb654\",\"object\":\"response\",\"status\":\"in_progress\",\"error\":null,\"output\":[]}}\n\n"
 	feItemAdded  = "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":2,\"output_index\":0,\"item\":{\"id\":\"msg_67c9fdcf37fc8190ba82116e33fb28c507b8b0ad4e5eb654\",\"type\":\"message\",\"status\":\"in_progress\",\"role\":\"assistant\",\"content\":[]}}\n\n"
 	// feGeminiChunk is a Gemini ?alt=sse chunk: CRLF line endings.
@@ -60,6 +62,7 @@ func firstEventCases() []firstEventCase {
 		{name: "openai chat opening", head: feOpenAIChunk + feOpenAINext, tail: "data: [DONE]\n\n", want: content},
 		{name: "anthropic opening", head: feMessageStart + feBlockStart + fePing + feBlockDelta, tail: feBlockDelta2, want: content},
 		{name: "responses opening", head: feCreated + feInProgress + feItemAdded, tail: "event: response.output_text.delta\ndata: {}\n\n", want: content},
+		{name: "responses background opening", head: feCreated + feQueued + feInProgress + feItemAdded, tail: "event: response.output_text.delta\ndata: {}\n\n", want: content},
 		{name: "gemini chunk crlf", head: feGeminiChunk[:len(feGeminiChunk)-1], tail: "\n", want: content},
 		{name: "non-json data", head: "data: hello\n\n", tail: "data: world\n\n", want: content},
 		{name: "json array data", head: "data: [{\"candidates\":[]}]\n\n", want: content},
@@ -105,6 +108,7 @@ func firstEventCases() []firstEventCase {
 		{name: "responses error event", head: feCreated + "event: error\ndata: {\"type\":\"error\",\"code\":\"server_is_overloaded\",\"message\":\"Our servers are currently overloaded. Please try again later.\",\"param\":null,\"sequence_number\":1}\n\n", want: FirstEvent{Kind: EventOverloaded, What: "server_is_overloaded"}},
 		{name: "responses error nested", head: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"service_unavailable_error\",\"code\":\"server_is_overloaded\",\"message\":\"Overloaded\",\"param\":null},\"sequence_number\":2}\n\n", want: FirstEvent{Kind: EventOverloaded, What: "server_is_overloaded"}},
 		{name: "responses failed server_error", head: feCreated + feInProgress + "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"An error occurred while processing your request.\"},\"output\":[]}}\n\n", want: FirstEvent{Kind: EventServerError, What: "server_error"}},
+		{name: "responses queued then failed", head: feCreated + feQueued + "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_67c9fdcecf488190bdd9a0409de3a1ec07b8b0ad4e5eb654\",\"object\":\"response\",\"status\":\"failed\",\"background\":true,\"error\":{\"code\":\"server_error\",\"message\":\"An error occurred while processing your request.\"},\"output\":[]}}\n\n", want: FirstEvent{Kind: EventServerError, What: "server_error"}},
 		{name: "responses failed rate limit", head: "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":1,\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"rate_limit_exceeded\",\"message\":\"Rate limit reached for gpt-5 on tokens per min (TPM). Please try again in 11.054s.\"}}}\n\n", want: FirstEvent{Kind: EventRateLimit, What: "rate_limit_exceeded", Wait: 11054 * time.Millisecond, HasWait: true}},
 		{name: "responses failed insufficient_quota", head: "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"insufficient_quota\",\"message\":\"You exceeded your current quota.\"}}}\n\n", want: FirstEvent{Kind: EventRateLimit, What: "insufficient_quota", Final: true}},
 		{name: "responses failed no error", head: "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":null}}\n\n", want: FirstEvent{Kind: EventOtherError, What: "response.failed"}},

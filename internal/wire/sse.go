@@ -27,9 +27,13 @@ type Event struct {
 // Framer splits a stream of server-sent events into events. It reads a
 // window, a byte slice that holds the stream from some offset on and to
 // which its owner appends what it reads; the Framer keeps only offsets
-// into the window (where the next line starts, the event being built's
-// type and first data line) and, for data of several lines, a copy of
-// them. An event with one data line costs no allocation.
+// into the window (where the next line starts, how far its end was looked
+// for, the event being built's type and first data line) and, for data of
+// several lines, a copy of them. An event with one data line costs no
+// allocation. Its time is linear in the stream: no byte is searched twice
+// for a line end, however many calls a long line takes to arrive (a \r
+// is looked for only before the next \n, and a line cut by the window's
+// end is searched on from where the last call stopped).
 //
 // The zero Framer is at the start of a stream. A window may grow at its
 // end between calls; its owner may drop bytes from its front (Shift), but
@@ -39,6 +43,11 @@ type Framer struct {
 	pos   int  // where the first line not yet read starts
 	cr    bool // the last line ended with \r: a \n right after it ends that line too
 	begun bool // a line has been read: a byte-order mark counts only before the first
+	// The line ends already looked for: the next \n at or after pos is at
+	// lf if hasLF (then lf >= pos), else window[pos:lf] holds none; and
+	// window[pos:crTo] holds no \r.
+	lf, crTo int
+	hasLF    bool
 	// named says the event being built has a type, at typeFrom:typeTo.
 	named            bool
 	typeFrom, typeTo int
@@ -129,6 +138,7 @@ func (f *Framer) Keep() int {
 // most Keep(): its offsets move down by n.
 func (f *Framer) Shift(n int) {
 	f.pos -= n
+	f.lf, f.crTo = max(0, f.lf-n), max(0, f.crTo-n) // bounds of a search: below pos they mean nothing
 	if f.building {
 		f.from = max(0, f.from-n)
 	}
@@ -142,7 +152,9 @@ func (f *Framer) Shift(n int) {
 
 // line returns the bounds of the next complete line of window, without
 // its line end (and without a leading byte-order mark on the stream's
-// first line), and moves past it; false if no complete line is left.
+// first line), and moves past it; false if no complete line is left. It
+// searches each byte once for a \n and at most once for a \r: only
+// before the next \n, and in neither case again on the next call.
 func (f *Framer) line(window []byte) (from, to int, ok bool) {
 	if f.cr {
 		if f.pos == len(window) {
@@ -151,20 +163,31 @@ func (f *Framer) line(window []byte) (from, to int, ok bool) {
 		f.cr = false
 		if window[f.pos] == '\n' {
 			f.pos++
+			f.hasLF = false // it was the next \n, if one was found
 		}
 	}
 	from = f.pos
-	rest := window[from:]
-	i := bytes.IndexByte(rest, '\n')
-	cr := false
-	if j := bytes.IndexByte(rest, '\r'); j >= 0 && (i < 0 || j < i) {
-		i, cr = j, true
+	if !f.hasLF {
+		at := max(f.lf, from)
+		if i := bytes.IndexByte(window[at:], '\n'); i >= 0 {
+			f.lf, f.hasLF = at+i, true
+		} else {
+			f.lf = len(window)
+		}
 	}
-	if i < 0 {
+	// A \r before the next \n ends the line first.
+	at := max(f.crTo, from)
+	if j := bytes.IndexByte(window[at:f.lf], '\r'); j >= 0 {
+		to = at + j
+		f.pos, f.cr = to+1, true
+		return f.skipBOM(window, from, to), to, true
+	}
+	if !f.hasLF {
+		f.crTo = len(window)
 		return 0, 0, false
 	}
-	to = from + i
-	f.pos, f.cr = to+1, cr
+	to = f.lf
+	f.pos, f.hasLF = to+1, false
 	return f.skipBOM(window, from, to), to, true
 }
 

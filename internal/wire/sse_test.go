@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -50,8 +51,10 @@ func frameWindowed(stream []byte, size int) ([]sseEvent, int) {
 }
 
 // The framing rules of the standard, read whole and through a window fed
-// one byte at a time.
+// in pieces of a few sizes (one byte at a time, but a stream of more than
+// 4 KiB 512 bytes at a time: the window is copied down at each piece).
 func TestFramer(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
 	for _, c := range []struct {
 		name   string
 		stream string
@@ -68,11 +71,26 @@ func TestFramer(t *testing.T) {
 		{"bom at the start only", "\xef\xbb\xbfdata: x\n\n\xef\xbb\xbfdata: y\n\n", []sseEvent{{"", "x"}}},
 		{"cut by the end", "data: x\n\ndata: y\n", []sseEvent{{"", "x"}}},
 		{"empty data is an event", "data\n\n", []sseEvent{{"", ""}}},
+		{"empty values", "event:\ndata:\n\n", []sseEvent{{"", ""}}},
+		{"cr cr lf is two line ends", "data: a\r\r\ndata: b\n\n", []sseEvent{{"", "a"}, {"", "b"}}},
+		{"two byte-order marks: one dropped", "\xef\xbb\xbf\xef\xbb\xbfdata: x\n\n", nil},
+		{"field names are case-sensitive", "Data: x\n\nEVENT: y\ndata: z\n\n", []sseEvent{{"", "z"}}},
+		{"a space before the colon is in the name", "data : x\n\n", nil},
+		{"a tab is kept", "data:\tx\n\n", []sseEvent{{"", "\tx"}}},
+		{"a colon in the value", "data: a: b\n\n", []sseEvent{{"", "a: b"}}},
+		{"event after data", "data: x\nevent: t\n\n", []sseEvent{{"t", "x"}}},
+		{"nul kept", "data: a\x00b\n\n", []sseEvent{{"", "a\x00b"}}},
+		{"a line of 1 MiB", "data: " + long + "\r\n\r\ndata: " + long + "\r\r", []sseEvent{{"", long}, {"", long}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			assert.Equal(t, c.want, frameWhole([]byte(c.stream)), "whole")
-			got, _ := frameWindowed([]byte(c.stream), 1)
-			assert.Equal(t, c.want, got, "one byte at a time")
+			for _, size := range []int{1, 2, 3, 7, 512} {
+				if len(c.stream) > 4096 && size < 512 {
+					continue
+				}
+				got, _ := frameWindowed([]byte(c.stream), size)
+				assert.Equal(t, c.want, got, "%d bytes at a time", size)
+			}
 		})
 	}
 }
@@ -198,4 +216,61 @@ func TestFramerStart(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "x", string(ev.Type))
 	assert.Equal(t, len(window), f.Start())
+}
+
+// BenchmarkFramer frames the two streams that cost a framer most: one data
+// line of 4 MiB read 4 KiB at a time, as a Gemini chunk carrying a base64
+// image comes (its line unfinished for a thousand reads), and ten thousand
+// small events in one window, as a long answer read in one go.
+func BenchmarkFramer(b *testing.B) {
+	image := make([]byte, 3<<20)
+	for i := range image {
+		image[i] = byte(i)
+	}
+	big := []byte(`data: {"candidates":[{"content":{"parts":[{"inlineData":{"mimeType":"image/png","data":"` +
+		base64.StdEncoding.EncodeToString(image) + `"}}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash-image"}` + "\r\n\r\n")
+	small := []byte(strings.Repeat("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n", 10000))
+
+	b.Run("4 MiB line in 4 KiB reads", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(big)))
+		window := make([]byte, 0, len(big))
+		for b.Loop() {
+			var f Framer
+			window = window[:0]
+			n := 0
+			for off := 0; off < len(big); off += 4096 {
+				window = append(window, big[off:min(len(big), off+4096)]...)
+				for {
+					if _, ok := f.Next(window); !ok {
+						break
+					}
+					n++
+				}
+				keep := f.Keep()
+				window = window[:copy(window, window[keep:])]
+				f.Shift(keep)
+			}
+			if n != 1 {
+				b.Fatalf("%d events", n)
+			}
+		}
+	})
+	b.Run("10000 events in one window", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(small)))
+		for b.Loop() {
+			var f Framer
+			n := 0
+			for {
+				if _, ok := f.Next(small); !ok {
+					break
+				}
+				n++
+			}
+			if n != 10000 {
+				b.Fatalf("%d events", n)
+			}
+		}
+	})
 }

@@ -210,6 +210,10 @@ func TestObserveBreaks(t *testing.T) {
 		{"messages overloaded", Messages, messagesEvents(msgID, "Hel", "lo")[:4], ev("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_011CSHpZ8hP3aT6jB2mW9xQe"}`), StepError},
 		{"messages error not json", Messages, messagesEvents(msgID, "Hel", "lo")[:4], ev("error", `Overloaded`), StepError},
 		{"messages not json", Messages, messagesEvents(msgID, "Hel", "lo")[:4], ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"`), StepMalformed},
+		// anthropic-sdk-go v2.16's ssestream skips only untyped events,
+		// ping and empty data: it decodes an event of a type it does not
+		// know too, and fails the stream on data that is not JSON.
+		{"messages unknown type not json", Messages, messagesEvents(msgID, "Hel", "lo")[:4], ev("future_event", `not json`), StepMalformed},
 		{"responses error", Responses, responsesEvents("Hel", "lo")[:5], ev("error", `{"type":"error","code":"server_is_overloaded","message":"Our servers are currently overloaded. Please try again later.","param":null,"sequence_number":5}`), StepError},
 		{"responses failed", Responses, responsesEvents("Hel", "lo")[:5], ev("response.failed", `{"type":"response.failed","sequence_number":5,"response":{"id":"`+respID+`","status":"failed","error":{"code":"server_error","message":"An error occurred while processing your request."}}}`), StepError},
 		{"responses not json", Responses, responsesEvents("Hel", "lo")[:5], ev("response.output_text.delta", `{"type":`), StepMalformed},
