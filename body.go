@@ -29,17 +29,18 @@ func hasBody(req *http.Request) bool {
 }
 
 // copyBody reads req's body into memory, once, for a request without
-// GetBody, and closes it. The buffer is sized from ContentLength when it is
-// known, so the copy is the only allocation of the body's size. The read
-// honours ctx: when ctx ends, the body is closed, which unblocks a read
-// that waits for data (a pipe, a network connection), and ctx's error is
-// returned.
+// GetBody, and closes it, once. The buffer is sized from ContentLength when
+// it is known, so the copy is the only allocation of the body's size. The
+// read honours ctx: when ctx ends, the body is closed, which unblocks a
+// read that waits for data (a pipe, a network connection), and ctx's error
+// is returned.
 func copyBody(ctx context.Context, req *http.Request) ([]byte, error) {
 	body := req.Body
-	defer body.Close()
 	stop := context.AfterFunc(ctx, func() { body.Close() })
-	defer stop()
 	buf, err := readAllSized(body, req.ContentLength)
+	if stop() {
+		body.Close() // not closed by the AfterFunc: closed here, once
+	}
 	if cerr := ctx.Err(); cerr != nil {
 		return nil, fmt.Errorf("llmretry: reading request body: %w", cerr)
 	}

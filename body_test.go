@@ -167,21 +167,41 @@ func TestChaosStalledErrorBodyEndsWithTheDeadline(t *testing.T) {
 // that blocks ends the call when the context does, not when the body
 // unblocks, and nothing is sent.
 func TestCopyBodyHonoursTheContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		pr, pw := io.Pipe()
-		defer pw.Close()
-		go func() { _, _ = pw.Write([]byte(`{"model":`)) }() // then nothing
-		prov := testkit.NewProvider(testkit.OK())
-		ctx := withDeadline(t, 500*time.Millisecond)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, pr)
-		require.NoError(t, err)
-		start := time.Now()
-		resp, err := mustNew(t, prov, Policy{}).RoundTrip(req)
-		assert.Nil(t, resp)
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Equal(t, 500*time.Millisecond, time.Since(start), "ends with the context")
-		assert.Zero(t, prov.Attempts())
-	})
+	for _, c := range []struct {
+		name  string
+		ended bool          // the context has ended before RoundTrip
+		took  time.Duration // when RoundTrip returns
+	}{
+		{"ends while the copy waits", false, 500 * time.Millisecond},
+		{"ended before", true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pr, pw := io.Pipe()
+				defer pw.Close()
+				go func() { _, _ = pw.Write([]byte(`{"model":`)) }() // then nothing
+				prov := testkit.NewProvider(testkit.OK())
+				ctx := withDeadline(t, 500*time.Millisecond)
+				if c.ended {
+					ended, cancel := context.WithCancel(ctx)
+					cancel()
+					ctx = ended
+				}
+				body := &countingBody{Reader: pr}
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, testURL, body)
+				require.NoError(t, err)
+				start := time.Now()
+				resp, err := mustNew(t, prov, Policy{}).RoundTrip(req)
+				assert.Nil(t, resp)
+				assert.Error(t, err)
+				assert.ErrorIs(t, err, ctx.Err())
+				assert.Equal(t, c.took, time.Since(start), "ends with the context")
+				assert.Zero(t, prov.Attempts())
+				synctest.Wait() // a close on the context's own goroutine is done
+				assert.Equal(t, 1, body.closes(), "the caller's body is closed exactly once")
+			})
+		})
+	}
 }
 
 // A body without GetBody (aws-sdk-go-v2's) costs one copy of its size on a

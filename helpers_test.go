@@ -298,10 +298,14 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close counts, and closes the Reader when it is an io.Closer (a pipe).
 func (b *countingBody) Close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.closed++
+	b.mu.Unlock()
+	if c, ok := b.Reader.(io.Closer); ok {
+		return c.Close()
+	}
 	return nil
 }
 

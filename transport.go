@@ -104,7 +104,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("llmretry: policy from WithPolicy: %w", cp.err)
 	}
 	if nested {
-		return base.RoundTrip(req) // an outer llmretry call does the retrying
+		// An outer llmretry call does the retrying; the base's result
+		// still comes back as a response or an error, never both.
+		return normalize(base.RoundTrip(req))
 	}
 
 	return t.start(req, t.policyFor(cp), base)

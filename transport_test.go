@@ -118,11 +118,20 @@ func (m misbehaving) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, nil
 }
 
+// A base that returns a response and an error together, or neither, still
+// gives the caller one of them, and the same when the request is nested
+// (passed straight through under an outer llmretry call).
 func TestNeverResponseAndError(t *testing.T) {
-	for _, both := range []bool{true, false} {
-		resp, err := post(t, mustNew(t, misbehaving{both}, Policy{MaxRetries: 1, Waits: []time.Duration{0}}), context.Background())
-		assert.Nil(t, resp)
-		assert.Error(t, err)
+	for _, nested := range []bool{false, true} {
+		for _, both := range []bool{true, false} {
+			ctx := context.Background()
+			if nested {
+				ctx = markRetrying(ctx) // what an outer call's attempt carries
+			}
+			resp, err := post(t, mustNew(t, misbehaving{both}, Policy{MaxRetries: 1, Waits: []time.Duration{0}}), ctx)
+			assert.Nil(t, resp, "nested %v, both %v", nested, both)
+			assert.Error(t, err, "nested %v, both %v", nested, both)
+		}
 	}
 }
 
