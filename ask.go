@@ -41,8 +41,9 @@ func (q *Question) Answer(retry bool) {
 }
 
 // Done returns a channel that is closed when the question is withdrawn:
-// the asking call's context ended, so the call no longer waits for an
-// answer and the host can stop showing it. It returns nil (a channel that
+// the asking call's context ended, or its deadline less its Reserve
+// passed, so the call no longer waits for an answer and the host can stop
+// showing it. It returns nil (a channel that
 // never closes) for a call whose context cannot end.
 func (q *Question) Done() <-chan struct{} {
 	if q == nil {
@@ -84,14 +85,15 @@ func describe(e *Exhausted) string {
 
 // Person puts the question of Policy.OnExhausted to a person through a
 // host: set OnExhausted to the Person's Ask, which sends a *Question on the
-// channel Questions returns and waits for its Answer. A question nobody receives or answers ends with the asking
-// call's context, as a no; so give the calls a deadline, or make sure the
-// host always listens.
+// channel Questions returns and waits for its Answer. A question nobody
+// receives or answers ends, as a no, with the asking call's context or
+// once its deadline less its Reserve has passed; so give the calls a
+// deadline, or make sure the host always listens.
 //
 // The zero Person is ready to use; a nil *Person answers no at once. A Person is safe for concurrent use by any
 // number of calls and host goroutines, and must not be copied after first
 // use. It starts no goroutine: Ask blocks the call that asks, and returns
-// no later than that call's context ends.
+// no later than the context it is given ends (see Policy.OnExhausted).
 type Person struct {
 	once      sync.Once
 	questions chan *Question
@@ -165,21 +167,41 @@ type rounder interface {
 	exhausted() *Exhausted
 	// nextRound starts the next round (rounds' own).
 	nextRound()
+	// limits returns the call's limits (rounds' own).
+	limits() limits
 }
 
 // runRounds runs r's rounds: once per round whose retries are spent, ask
 // (the policy's OnExhausted) is asked whether to run another (a done
-// context counts as no, before or after it answers). It returns when a
-// round stops for another reason, ctx ends, ask is nil or says no; r keeps
-// the outcome.
+// context counts as no, before or after it answers). The question's
+// context ends with ctx or at the call's latest instant, whichever comes
+// first: a yes after that could send nothing. It returns when a round
+// stops for another reason, ctx ends, ask is nil or says no; r keeps the
+// outcome.
 func runRounds(ctx context.Context, ask func(context.Context, *Exhausted) bool, r rounder) {
 	for r.round() == stopSpent && ask != nil && ctx.Err() == nil {
-		if !ask(ctx, r.exhausted()) || ctx.Err() != nil {
+		if !askWithin(ctx, r.limits().latest(), ask, r.exhausted()) || ctx.Err() != nil {
 			return
 		}
 		r.nextRound()
 	}
 }
+
+// askWithin asks ask about e under ctx, withdrawn once latest has passed
+// (zero: only when ctx ends); a yes once the question is withdrawn counts
+// as no. (The question's deadline is the instant after latest: a yes at
+// latest itself may still send, as limits.allows says.)
+func askWithin(ctx context.Context, latest time.Time, ask func(context.Context, *Exhausted) bool, e *Exhausted) bool {
+	if !latest.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest.Add(time.Nanosecond))
+		defer cancel()
+	}
+	return ask(ctx, e) && ctx.Err() == nil
+}
+
+// limits returns the call's limits.
+func (s *rounds) limits() limits { return s.lim }
 
 // nextRound starts the round after OnExhausted's yes: its first attempt goes
 // at once (see atOnce), then the schedule's retries from the first.

@@ -202,7 +202,9 @@ func TestContextEndingWhileAsking(t *testing.T) {
 	}
 }
 
-// A deadline that passes while asking counts as no as well.
+// A deadline that passes while asking counts as no as well: the question
+// is withdrawn at the deadline less the reserve, when a yes could send
+// nothing more.
 func TestDeadlineWhileAsking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		prov := testkit.NewProvider(testkit.Refused())
@@ -214,7 +216,7 @@ func TestDeadlineWhileAsking(t *testing.T) {
 		start := time.Now()
 		resp, err := post(t, mustNew(t, prov, Policy{Waits: []time.Duration{time.Second}, MaxRetries: 1, Reserve: time.Second, OnExhausted: blocking}), ctx)
 		assert.Nil(t, resp)
-		assert.Equal(t, 5*time.Minute, time.Since(start))
+		assert.Equal(t, 5*time.Minute-time.Second, time.Since(start).Truncate(time.Millisecond))
 		var ex *Exhausted
 		require.ErrorAs(t, err, &ex)
 		assert.Equal(t, 2, ex.Attempts)
