@@ -205,8 +205,14 @@ func (k *resumer) continuation(st *wire.Stream, cause error) (*http.Response, wi
 	if k.f.Context.Err() != nil {
 		return nil, 0, nil, k.cut(cause, "the caller's context ended")
 	}
-	if k.retries >= k.p.retryLimit(limitsFrom(k.f.Context, k.p, k.req, k.f.start).hasDeadline()) {
+	lim := limitsFrom(k.f.Context, k.p, k.req, k.f.start)
+	if k.retries >= k.p.retryLimit(lim.hasDeadline()) {
 		return nil, 0, nil, k.cut(cause, "the call's retries are spent")
+	}
+	if s := lim.allows(time.Now()); s != stopNone {
+		// A continuation is an attempt: none is sent past the call's
+		// limits (a caller that read on late, after a tool ran).
+		return nil, 0, nil, k.cut(fmt.Errorf("%w: %w", s.reason(k.f.Context), cause), "")
 	}
 	orig, err := k.requestBody()
 	if err != nil {

@@ -608,6 +608,66 @@ func TestContinueStreamsKeepsTheSchedule(t *testing.T) {
 	})
 }
 
+// A continuation is an attempt: none is sent past the deadline less the
+// reserve. A stream cut when its caller reads on at 5 s of a 60-s deadline
+// with a 10-s reserve is continued; at 55 s the read says why it was not.
+func TestContinueStreamsKeepsTheReserve(t *testing.T) {
+	for _, c := range []struct {
+		pause time.Duration // the caller reads on after this (a tool ran)
+		sent  int
+	}{{5 * time.Second, 2}, {55 * time.Second, 1}} {
+		t.Run(c.pause.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &streams{replies: []func(*http.Request) *http.Response{
+					stream(chatStream("c1", false, "Hello"), io.ErrUnexpectedEOF),
+					stream(chatStream("c2", true, " world"), nil),
+				}}
+				rt := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true, Waits: []time.Duration{time.Second}, Reserve: 10 * time.Second})
+				req := testkit.StainlessPost(t, testURL, `{"model":"m","messages":[],"stream":true}`).WithContext(withDeadline(t, time.Minute))
+				resp, err := rt.RoundTrip(req)
+				require.NoError(t, err)
+				time.Sleep(c.pause)
+				_, err = readAll(resp)
+				assert.Len(t, base.sent(), c.sent)
+				if c.sent == 1 {
+					assert.ErrorIs(t, err, ErrStreamCut)
+					assert.ErrorIs(t, err, ErrNoTimeLeft, "the cut says no time was left")
+				} else {
+					assert.NoError(t, err)
+				}
+			})
+		})
+	}
+}
+
+// The caller closes the body while its stream's continuation waits for a
+// retry (a 503 answered the first): the Read that waits ends with an
+// error at once, and nothing more is sent for a body nobody reads.
+func TestContinuationEndsWithClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &streams{replies: []func(*http.Request) *http.Response{
+			stream(chatStream("c1", false, "Hello"), io.ErrUnexpectedEOF),
+			status(503, `{"error":{"message":"overloaded"}}`),
+			stream(chatStream("c2", true, " world"), nil),
+		}}
+		rt := mustNew(t, base, Policy{RetryStreams: true, ContinueStreams: true, Waits: []time.Duration{30 * time.Second, 30 * time.Second}})
+		resp, err := rt.RoundTrip(testkit.StainlessPost(t, testURL, `{"model":"m","messages":[],"stream":true}`))
+		require.NoError(t, err)
+		read := make(chan error)
+		go func() {
+			_, err := io.ReadAll(resp.Body)
+			read <- err
+		}()
+		time.Sleep(time.Second)
+		require.Len(t, base.sent(), 2, "the continuation was sent and answered 503")
+		start := time.Now()
+		resp.Body.Close()
+		assert.Error(t, <-read)
+		assert.Zero(t, time.Since(start), "the read ends when the body is closed")
+		assert.Len(t, base.sent(), 2, "nothing is sent after the caller closed the body")
+	})
+}
+
 // ContinueStreams needs RetryStreams; ContinueBy's values are known ones.
 func TestContinueStreamsValidate(t *testing.T) {
 	assert.ErrorContains(t, Policy{ContinueStreams: true}.Validate(), "ContinueStreams needs RetryStreams")

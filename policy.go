@@ -58,8 +58,11 @@ type Policy struct {
 	Waits []time.Duration
 	// Reserve is the time that must remain before the request's context
 	// deadline after a wait: a wait is taken only if
-	// now + wait + Reserve <= deadline, and no read or hold goes past
-	// deadline − Reserve. Zero means the lesser of 60 s and a fifth of
+	// now + wait + Reserve <= deadline, and no read of a reply (a failed
+	// one's body, a stream's opening), hold, question or continuation
+	// goes past deadline − Reserve (the first attempt, with the one copy
+	// of a body without GetBody, is bounded by the context alone, as
+	// without llmretry). Zero means the lesser of 60 s and a fifth of
 	// the time the deadline leaves when the call starts, so a short
 	// deadline (an http.Client's 30-s Timeout) still leaves room to retry. It has no effect on requests without a deadline.
 	Reserve time.Duration
@@ -219,8 +222,10 @@ type Policy struct {
 	// per round with the call's record so far (its Response body belongs
 	// to the caller: do not read or close it), from the goroutine that
 	// made the call (a continuation's: the one reading the body), and
-	// must return promptly once ctx is done (a done
-	// context counts as false). A Person's Ask method is one that puts the
+	// must return promptly once ctx is done (a done context counts as
+	// false). ctx ends with the call's context or once the call's
+	// deadline less its Reserve has passed, whichever comes first: a yes
+	// after that could send nothing. A Person's Ask method is one that puts the
 	// question to a person. Nil means fail: the last result is returned.
 	OnExhausted func(ctx context.Context, e *Exhausted) bool
 }

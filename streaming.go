@@ -1,6 +1,7 @@
 package llmretry
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,18 +83,26 @@ func (p *Policy) guardsOpening(resp *http.Response) bool {
 // all), or an error when the read fails or passes its bound
 // (FirstEventTimeout, or the last instant lim allows an attempt); the body
 // is then closed. Otherwise it returns nil, nil, and resp's body replays
-// what was read ahead, then the rest.
+// what was read ahead, then the rest. A stream that comes once lim allows
+// no attempt is not read ahead (no retry could follow a failed opening):
+// it is handed over as it came, the caller's to read, followed as any
+// stream the call commits.
 func (p *Policy) opening(resp *http.Response, lim limits) (*firstEvent, error) {
 	body := resp.Body
 	d, name := p.FirstEventTimeout, "Policy.FirstEventTimeout"
 	if latest := lim.latest(); !latest.IsZero() {
-		if left := time.Until(latest); d <= 0 || left < d {
-			d, name = max(left, 0), "the call's deadline less its reserve"
+		left := time.Until(latest)
+		if left <= 0 {
+			resp.Body = &streamBody{rc: body}
+			return nil, nil
+		}
+		if d <= 0 || left < d {
+			d, name = left, "the call's deadline less its reserve"
 		}
 	}
 	var fired *atomic.Bool
 	var timer *time.Timer
-	if d > 0 || name != "Policy.FirstEventTimeout" {
+	if d > 0 {
 		fired = new(atomic.Bool)
 		timer = time.AfterFunc(d, func() {
 			fired.Store(true)
@@ -205,8 +214,9 @@ type streamBody struct {
 	mu        sync.Mutex  // guards rc and closed against Close and the idle timer
 	rc        io.ReadCloser
 	closed    bool
-	explicit  bool // an error event ended the stream, as the provider sent it (without ContinueStreams)
-	following bool // follow has set the body up; until then it replays its window, then rc
+	cancel    context.CancelFunc // ends the latest continuation's context (Close calls it); nil before one
+	explicit  bool               // an error event ended the stream, as the provider sent it (without ContinueStreams)
+	following bool               // follow has set the body up; until then it replays its window, then rc
 }
 
 // follow starts following b, resp's body, whose opening the guard read
@@ -398,18 +408,39 @@ func (b *streamBody) broke(cause error) {
 		b.k = b.cm.resumer()
 	}
 	b.stopIdle()
+	// The continuation runs under a context of its own, which Close ends:
+	// a caller that closes the body while it waits or opens stops it,
+	// and nothing more is sent for a body nobody reads.
+	ctx, cancel := context.WithCancel(b.cm.f.Context)
+	f := *b.cm.f
+	f.Context = ctx
+	b.k.f = &f
 	b.mu.Lock()
-	old := b.rc
+	old, prev, closed := b.rc, b.cancel, b.closed
+	b.cancel = cancel
 	b.mu.Unlock()
 	old.Close()
+	if prev != nil {
+		prev() // the continuation before, whose body old was
+	}
+	if closed {
+		b.err = errBodyClosed
+		return
+	}
 	resp, strategy, heldBack, err := b.k.continuation(&b.st, cause)
 	if err != nil {
+		b.mu.Lock()
+		closed = b.closed
+		b.mu.Unlock()
+		if closed {
+			err = errBodyClosed
+		}
 		b.err = err
 		return
 	}
 	b.mu.Lock()
 	b.rc = resp.Body
-	closed := b.closed
+	closed = b.closed
 	b.mu.Unlock()
 	if closed {
 		resp.Body.Close()
@@ -445,13 +476,17 @@ func (b *streamBody) stopIdle() {
 	}
 }
 
-// Close stops the idle bound and closes the body being read.
+// Close stops the idle bound, ends a continuation under way and closes
+// the body being read.
 func (b *streamBody) Close() error {
 	b.stopIdle()
 	b.mu.Lock()
 	b.closed = true
-	rc := b.rc
+	rc, cancel := b.rc, b.cancel
 	b.mu.Unlock()
+	if cancel != nil {
+		cancel() // a continuation that waits or opens stops
+	}
 	return rc.Close()
 }
 

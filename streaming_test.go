@@ -630,7 +630,9 @@ func TestFirstEventTimeout(t *testing.T) {
 
 // The read-ahead never passes the call's limits: under a deadline whose
 // reserve leaves 20 s, a stream that never sends its first event ends the
-// call at deadline − reserve with ErrNoTimeLeft.
+// call at deadline − reserve with ErrNoTimeLeft; one whose headers come
+// after that line is not read ahead (no retry could follow) but handed
+// over, as it is without RetryStreams.
 func TestStreamGuardKeepsTheReserve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -642,6 +644,15 @@ func TestStreamGuardKeepsTheReserve(t *testing.T) {
 		_, err := mustNew(t, base, Policy{RetryStreams: true, Reserve: 10 * time.Second}).RoundTrip(req)
 		assert.ErrorIs(t, err, ErrNoTimeLeft)
 		assert.Equal(t, 20*time.Second, time.Since(start))
+	})
+	synctest.Test(t, func(t *testing.T) {
+		prov := testkit.NewProvider(testkit.OpenAIChatStream("hello").After(25 * time.Second))
+		req := streamRequest(t, testURL, `{"model":"m","stream":true}`).WithContext(withDeadline(t, 30*time.Second))
+		resp, err := mustNew(t, prov, Policy{RetryStreams: true, Reserve: 10 * time.Second}).RoundTrip(req)
+		require.NoError(t, err, "the stream that came is handed over")
+		b, err := readAll(resp)
+		assert.NoError(t, err)
+		assert.Contains(t, b, "[DONE]")
 	})
 }
 
