@@ -211,12 +211,15 @@ type streamBody struct {
 	idle      time.Duration // StreamIdleTimeout; 0: none
 	timer     *time.Timer
 	idled     atomic.Bool // the idle bound passed
-	mu        sync.Mutex  // guards rc and closed against Close and the idle timer
+	closed    bool        // Close was called; guarded by mu
+	explicit  bool        // an error event ended the stream, as the provider sent it (without ContinueStreams)
+	following bool        // follow has set the body up; until then it replays its window, then rc
+	mu        sync.Mutex  // guards rc, closed and cancel against Close and the idle timer
 	rc        io.ReadCloser
-	closed    bool
 	cancel    context.CancelFunc // ends the latest continuation's context (Close calls it); nil before one
-	explicit  bool               // an error event ended the stream, as the provider sent it (without ContinueStreams)
-	following bool               // follow has set the body up; until then it replays its window, then rc
+
+	// (The small fields together: a followed stream's body, allocated
+	// for every healthy stream, stays in its size class.)
 }
 
 // follow starts following b, resp's body, whose opening the guard read

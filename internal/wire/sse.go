@@ -40,16 +40,12 @@ type Event struct {
 // none from Keep on. A Framer is owned by one reader and is not safe for
 // concurrent use.
 type Framer struct {
-	pos   int  // where the first line not yet read starts
-	cr    bool // the last line ended with \r: a \n right after it ends that line too
-	begun bool // a line has been read: a byte-order mark counts only before the first
+	pos int // where the first line not yet read starts
 	// The line ends already looked for: the next \n at or after pos is at
 	// lf if hasLF (then lf >= pos), else window[pos:lf] holds none; and
 	// window[pos:crTo] holds no \r.
 	lf, crTo int
-	hasLF    bool
-	// named says the event being built has a type, at typeFrom:typeTo.
-	named            bool
+	// The event being built has a type at typeFrom:typeTo if named.
 	typeFrom, typeTo int
 	// lines counts the event's data lines; dataFrom and dataTo bound the
 	// first one's value.
@@ -58,10 +54,15 @@ type Framer struct {
 	// joined holds the data lines joined with \n once there are two or
 	// more; it is allocated only then, and reused.
 	joined []byte
-	// building says a line of the next event has been read, the first
-	// starting at from.
-	building bool
-	from     int
+	from   int // where the next event's first line starts, if building
+
+	// (The flags together, so that the Framer, inside every followed
+	// stream's body, stays small.)
+	cr       bool // the last line ended with \r: a \n right after it ends that line too
+	begun    bool // a line has been read: a byte-order mark counts only before the first
+	hasLF    bool // see lf
+	named    bool // see typeFrom
+	building bool // a line of the next event has been read, the first starting at from
 }
 
 // utf8BOM is the byte-order mark a stream may start with.
