@@ -17,7 +17,10 @@
 // credential the request carries: a hash of its Authorization, x-api-key,
 // api-key and x-goog-api-key headers and its key= query value (an AWS
 // Signature Version 4 Authorization counts by its access key ID, not its
-// per-request signature). Calls with different API keys to one host are
+// per-request signature), in any spelling: a header name in any case, as a
+// header map set directly may hold it (looked for when no such header is
+// spelt canonically, as an SDK's are), and key= in any case or escaped,
+// after a '&' or a ';'. Calls with different API keys to one host are
 // coordinated separately, so that one key's rate limit does not hold back
 // another's. Only hashes are kept: the key's name in records, errors and
 // the Store is whatever the Store makes of host and credential (the

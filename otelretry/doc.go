@@ -53,10 +53,11 @@
 //     Gemini's key=, Azure's sig= and subscription-key=, AWS's
 //     X-Amz-Signature=, the conventions' AWSAccessKeyId= and
 //     X-Goog-Signature=) becomes REDACTED, names and other parameters kept
-//     (…?key=REDACTED&alt=sse). The fragment, never sent and where OAuth's
-//     implicit flow puts tokens, is dropped. The value replaces otelhttp's,
-//     before the span ends and is exported, only when there is something
-//     to redact.
+//     (…?key=REDACTED&alt=sse; a parameter ends at '&' or ';', as in the
+//     texts llmretry.Redact blanks). The fragment, never sent and where
+//     OAuth's implicit flow puts tokens, is dropped. The value replaces
+//     otelhttp's, before the span ends and is exported, only when there is
+//     something to redact.
 //
 // And on top of what otelhttp records:
 //

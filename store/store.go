@@ -153,7 +153,8 @@ const VersionHold = time.Minute
 // would have written it: a probe lease or next probe more than a probe
 // interval off, a down state beyond its lapse rule, are read as the most
 // it would have written; a server wait longer than any its calls would
-// honour is read as none.
+// honour is read as none; a send TakeSend grants after l.Until is read as
+// refused (the process releases the lease).
 type Store interface {
 	// Key returns the store's name for the provider key of requests to
 	// host carrying credential.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash/maphash"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -678,6 +679,23 @@ func (co *Coordinator) clamp(f store.Facts, now time.Time) store.Facts {
 		}
 	}
 	return f
+}
+
+// clampSlot returns a send slot a store gave at now (TakeSend's) no
+// further off than the facts this process reads could put it (see clamp):
+// a pace's full instant or a lesson's next send is at most the longest any
+// of its calls waits for a send, and one request's wait, from now.
+func (co *Coordinator) clampSlot(slot, now time.Time) time.Time {
+	wait := max(time.Duration(co.maxWait.Load()), co.core.MaxRetryAfter)
+	reach := max(time.Duration(co.horizon.Load()), wait)
+	d := reach + wait
+	if d < reach {
+		d = math.MaxInt64 // a horizon as long as a Duration: no overflow
+	}
+	if lim := now.Add(d); slot.After(lim) {
+		return lim
+	}
+	return slot
 }
 
 // A limit on calls in flight grows by one each growMul probe intervals

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -121,9 +122,12 @@ func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
 	assert.True(t, f.Full.IsZero())
 	f = co.clamp(store.Facts{Burst: 10, Every: time.Second, Full: far}, now)
 	assert.Equal(t, now.Add(wait+time.Second), f.Full, "full no further than any call reaches")
+	assert.Equal(t, now.Add(2*wait), co.clampSlot(far, now), "a send slot no further than a full instant can be")
 	co.reaches(time.Hour)
 	f = co.clamp(store.Facts{Burst: 10, Every: time.Second, Full: far}, now)
 	assert.Equal(t, now.Add(time.Hour+time.Second), f.Full)
+	assert.Equal(t, now.Add(time.Hour+wait), co.clampSlot(far, now))
+	assert.Equal(t, now.Add(time.Minute), co.clampSlot(now.Add(time.Minute), now), "a slot within reach stays")
 	assert.Zero(t, co.clamp(store.Facts{Burst: -1, Every: time.Second, Full: far}, now).Every, "a negative burst is no pace")
 	assert.Zero(t, co.clamp(store.Facts{Burst: maxBurst + 1, Every: time.Second, Full: far}, now).Every)
 
@@ -141,6 +145,9 @@ func TestCoordinatedClampsPaceAndLimit(t *testing.T) {
 	assert.Equal(t, co.growStep(), f.Grow)
 	assert.Equal(t, 8, f.Cap(now.Add(co.growStep()-1)))
 	assert.Equal(t, 9, f.Cap(now.Add(co.growStep())), "not so slow it never grows")
+
+	co.reaches(math.MaxInt64) // a call whose deadline is centuries off
+	assert.Equal(t, far, co.clampSlot(far, now), "no overflow")
 }
 
 // takeSend asks co's store for a send lease on k under limit, as the gate

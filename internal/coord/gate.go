@@ -743,8 +743,12 @@ turns:
 // or its limit on calls in flight (see gatePace), at now, with *h the hold
 // in progress. It reports done when the call goes (err nil, after
 // sleeping to its slot) or its context ended (err); not done when the
-// limit on calls in flight leaves no room, or when the slot granted is
-// past latest (late, the slot: the call cannot wait for it).
+// limit on calls in flight leaves no room, or when the slot is past
+// latest (late, the slot: the call cannot wait for it). The store's slot
+// is not trusted: one granted past the lease's end, which no store that
+// keeps the contract grants, is read as refused, its lease released, and
+// any slot as no further off than this process's facts could put it
+// (clampSlot).
 func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Time, n int, h **holding) (done bool, late time.Time, err error) {
 	k := cc.k
 	limit := 0
@@ -767,6 +771,14 @@ func (cc *Call) takeSend(ctx context.Context, f store.Facts, now, latest time.Ti
 		slot = at
 		return f, ok, err
 	})
+	if granted && slot.After(until) {
+		// No grant this process asked for (store.Store: nothing is
+		// granted after l.Until): a store no process of the fleet wrote.
+		// A send lease it took ends; the slot is one refused.
+		cc.co.release(ctx, k, holder)
+		granted = false
+	}
+	slot = cc.co.clampSlot(slot, now)
 	switch {
 	case granted:
 		if limit > 0 {

@@ -727,3 +727,45 @@ func TestCoordinatedKeysAreHostAndCredential(t *testing.T) {
 		// (keys_test.go).
 	})
 }
+
+// Two API keys set into the header map under a name that is not canonical
+// (as a map set directly may hold it, and as net/http sends it) are two
+// keys: a 429 with a wait for one holds no call of the other. The
+// spellings of one credential make one key: TestKeyOfAnySpelling
+// (keys_test.go).
+func TestCoordinatedCredentialInAnySpellingIsItsOwnKey(t *testing.T) {
+	for _, name := range []string{"x-api-key", "authorization", "api-key", "x-goog-api-key", "X-API-KEY", "X-Api-Key"} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					if v := req.Header[name]; len(v) == 1 && v[0] == "KEY-A" {
+						return status(429, "Retry-After", "60").response(req)
+					}
+					return status(200).response(req)
+				})
+				rt := coordinated(t, base, llmretry.Policy{Waits: []time.Duration{time.Second}}, coordination.Config{})
+				send := func(ctx context.Context, key string) (*http.Response, error) {
+					req := mustRequest(t, ctx)
+					req.Header[name] = []string{key}
+					return rt.RoundTrip(req)
+				}
+				ctxA, cancelA := context.WithCancel(context.Background())
+				doneA := make(chan error)
+				go func() {
+					_, err := send(ctxA, "KEY-A")
+					doneA <- err
+				}()
+				defer func() {
+					cancelA()
+					assert.ErrorIs(t, <-doneA, context.Canceled, "key A's call was still waiting")
+				}()
+				synctest.Wait() // key A's 429 is in: its key waits 60 s
+				start := time.Now()
+				resp, err := send(context.Background(), "KEY-B")
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, time.Duration(0), time.Since(start), "key B is not held by key A's wait")
+			})
+		})
+	}
+}

@@ -63,29 +63,115 @@ func credentialOf(req *http.Request) []byte {
 
 // appendCredential appends req's credential material to b: the name and
 // value of each header that names a provider key (credential.Headers'
-// ProviderKey ones) and each key= query value, NUL-separated. An AWS
-// Signature Version 4 Authorization, which changes with every request,
-// counts by its access key ID alone.
+// ProviderKey ones) and each key= query value, NUL-separated. A request
+// that carries no provider key header under its canonical name may carry
+// one spelt otherwise (a map set directly may hold "x-api-key", which
+// net/http sends as written): each is appended under its canonical name.
+// A key= value is appended under "key=" whatever the spelling of its name
+// (credential.IsProviderKeyParam), the query split at '&' and ';'
+// (credential.CutParam): every spelling of one credential makes one key,
+// and two credentials two. An AWS Signature Version 4 Authorization,
+// which changes with every request, counts by its access key ID alone.
+// (The spellings are looked for only without a canonical one, so that a
+// request from an SDK, whose headers are canonical, pays for no pass over
+// its header map.)
 func appendCredential(b []byte, req *http.Request) []byte {
+	n := len(b)
 	for _, h := range credential.Headers {
 		if !h.ProviderKey {
 			continue
 		}
-		for _, v := range req.Header[h.Name] {
-			if h.Name == "Authorization" {
-				v = credential.SigV4Identity(v)
+		if vs := req.Header[h.Name]; len(vs) > 0 {
+			b = appendHeader(b, h.Name, vs)
+		}
+	}
+	if len(b) == n && respelt(req.Header) {
+		for _, h := range credential.Headers {
+			if h.ProviderKey {
+				b = appendSpellings(b, h.Name, req.Header)
 			}
-			b = append(append(append(append(b, h.Name...), 0), v...), 0)
 		}
 	}
 	for q := req.URL.RawQuery; q != ""; {
 		var part string
-		part, q, _ = strings.Cut(q, "&")
-		if v, ok := strings.CutPrefix(part, credential.ProviderKeyParam+"="); ok {
+		part, q = credential.CutParam(q)
+		if name, v, ok := strings.Cut(part, "="); ok && credential.IsProviderKeyParam(name) {
 			b = append(append(append(b, credential.ProviderKeyParam+"="...), v...), 0)
 		}
 	}
 	return b
+}
+
+// appendHeader appends the values vs of the provider key header name (its
+// canonical name) to b.
+func appendHeader(b []byte, name string, vs []string) []byte {
+	for _, v := range vs {
+		if name == "Authorization" {
+			v = credential.SigV4Identity(v)
+		}
+		b = append(append(append(append(b, name...), 0), v...), 0)
+	}
+	return b
+}
+
+// respelt reports whether h holds a provider key header under a name that
+// is not its canonical one (see spells). A map filled by Header.Set or
+// Add, or read off the wire, holds none: then the canonical look-ups are
+// the whole of appendCredential's work on the headers, and this one pass
+// over the names, which looks no further at a name of a length no
+// provider key header's has, its cost.
+func respelt(h http.Header) bool {
+	for name := range h {
+		if keyNameLens&(1<<min(len(name), 63)) == 0 {
+			continue
+		}
+		for _, c := range credential.Headers {
+			if c.ProviderKey && spells(name, c.Name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// keyNameLens has bit n set if a provider key header's name
+// (credential.Headers) is n bytes long, bit 63 for 63 bytes or more.
+var keyNameLens = func() (m uint64) {
+	for _, h := range credential.Headers {
+		if h.ProviderKey {
+			m |= 1 << min(len(h.Name), 63)
+		}
+	}
+	return m
+}()
+
+// appendSpellings appends the values of each spelling of the provider key
+// header canonical in h other than canonical itself (see spells) to b,
+// under canonical, the spellings in byte order: the map's order makes no
+// key of its own.
+func appendSpellings(b []byte, canonical string, h http.Header) []byte {
+	last := "" // before every spelling, none of which is empty
+	for {
+		next := ""
+		for name := range h {
+			if spells(name, canonical) && name > last && (next == "" || name < next) {
+				next = name
+			}
+		}
+		if next == "" {
+			return b
+		}
+		b = appendHeader(b, canonical, h[next])
+		last = next
+	}
+}
+
+// spells reports whether name is the header name canonical spelt
+// otherwise: the same ASCII letters in another case. A header name is
+// ASCII (net/http refuses to send any other), so a name of another length
+// is passed over without a look.
+func spells(name, canonical string) bool {
+	return len(name) == len(canonical) && name != canonical && strings.EqualFold(name, canonical)
 }
 
 // lower returns s in lower case, without allocating when it already is.

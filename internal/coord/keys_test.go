@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/llmretry/llmretry/coordination"
@@ -63,4 +64,62 @@ func TestKeyOfSigV4AndCase(t *testing.T) {
 	req := mustRequest(t, context.Background())
 	req.Header.Set("Authorization", "Bearer sk-0123456789")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { keyOf(seed, req) }))
+}
+
+// A credential counts as itself in any spelling: a provider key header
+// under a name that is not canonical (a map set directly, which net/http
+// sends as written) and a key= query value named in any case, escaped or
+// after a ';' make the key and the store's name that the canonical
+// spelling makes, and two credentials so spelt make two keys. A header
+// in two spellings makes one key, whatever the map's order; a spelling
+// costs no allocation.
+func TestKeyOfAnySpelling(t *testing.T) {
+	seed := maphash.MakeSeed()
+	header := func(name, value string) func(string) *http.Request {
+		return func(cred string) *http.Request {
+			r := mustRequest(t, context.Background())
+			r.Header[name] = []string{strings.ReplaceAll(value, "%s", cred)}
+			return r
+		}
+	}
+	query := func(q string) func(string) *http.Request {
+		return func(cred string) *http.Request {
+			r := mustRequest(t, context.Background())
+			r.URL.RawQuery = strings.ReplaceAll(q, "%s", cred)
+			return r
+		}
+	}
+	const sigV4 = "AWS4-HMAC-SHA256 Credential=%s/20261201/us-east-1/bedrock/aws4_request, SignedHeaders=host, Signature="
+	for _, tc := range []struct {
+		name             string
+		canonical, spelt func(cred string) *http.Request
+	}{
+		{"authorization", header("Authorization", "Bearer %s"), header("authorization", "Bearer %s")},
+		{"AUTHORIZATION", header("Authorization", "Bearer %s"), header("AUTHORIZATION", "Bearer %s")},
+		{"x-api-key", header("X-Api-Key", "%s"), header("x-api-key", "%s")},
+		{"api-key", header("Api-Key", "%s"), header("api-key", "%s")},
+		{"x-goog-api-key", header("X-Goog-Api-Key", "%s"), header("x-goog-api-key", "%s")},
+		{"a SigV4 authorization", header("Authorization", sigV4+"0123"), header("authorization", sigV4+"4567")},
+		{"Key=", query("key=%s"), query("Key=%s")},
+		{"KEY= after alt=sse&", query("alt=sse&key=%s"), query("alt=sse&KEY=%s")},
+		{";key=", query("key=%s"), query("alt=sse;key=%s")},
+		{"k%65y=", query("key=%s"), query("k%65y=%s")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.spelt("AKIDA")
+			assert.Equal(t, keyOf(seed, tc.canonical("AKIDA")), keyOf(seed, a), "one credential, spelt otherwise")
+			assert.Equal(t, credentialOf(tc.canonical("AKIDA")), credentialOf(a), "the store's name")
+			assert.NotEqual(t, keyOf(seed, a), keyOf(seed, tc.spelt("AKIDB")), "two credentials")
+			assert.NotEqual(t, keyOf(seed, a), keyOf(seed, mustRequest(t, context.Background())), "a credential")
+		})
+	}
+
+	both := header("x-api-key", "A")("")
+	both.Header["X-API-KEY"] = []string{"B"}
+	want := keyOf(seed, both)
+	for range 50 {
+		require.Equal(t, want, keyOf(seed, both), "whatever the map's order")
+	}
+	assert.NotEqual(t, want, keyOf(seed, header("x-api-key", "A")("")), "both spellings' values count")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { keyOf(seed, both) }))
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -294,6 +295,102 @@ func TestCoordinatedPaceGivesUpPastItsLimit(t *testing.T) {
 		assert.Len(t, b.admitted, 1, "nothing sent")
 		assert.Empty(t, b.refused)
 	})
+}
+
+// forgedSlot grants its first TakeSends (all of them if first is 0) at
+// slot, past the lease asked for: an answer no store that keeps the
+// contract gives (store.Store: nothing is granted after l.Until), taking
+// what the store it wraps grants (a send lease) all the same.
+type forgedSlot struct {
+	store.Store
+	slot  time.Time
+	first int64
+	taken atomic.Int64
+}
+
+func (s *forgedSlot) TakeSend(ctx context.Context, key string, l store.Lease, limit int) (store.Facts, time.Time, bool, error) {
+	f, at, ok, err := s.Store.TakeSend(ctx, key, l, limit)
+	if n := s.taken.Add(1); s.slot.IsZero() || s.first > 0 && n > s.first {
+		return f, at, ok, err
+	}
+	return f, s.slot, true, err
+}
+
+// A send slot a shared store grants past the lease's end (the year 3000)
+// is no grant: the call, paced or limited, gives up at once as past its
+// limits, with a *coordination.HeldError whose Until is no further off
+// than its own facts could put it, nothing sent and the lease released; a
+// call without a deadline waits no longer than that before it asks again.
+// (Before, each slept to the slot: to its deadline, or for ever.)
+func TestCoordinatedForgedSendSlotIsNoGrant(t *testing.T) {
+	far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		slot     time.Time
+		first    int64         // forged TakeSends, 0 for all
+		limited  bool          // the key's calls in flight are limited too
+		deadline time.Duration // 0 for none
+		gaveUp   bool
+		took     time.Duration // at most
+	}{
+		{name: "the store's own slot", deadline: 2 * time.Minute},
+		{name: "the year 3000, paced", slot: far, deadline: 2 * time.Minute, gaveUp: true},
+		{name: "the year 3000, limited", slot: far, limited: true, deadline: 2 * time.Minute, gaveUp: true},
+		{name: "the year 3000 once, no deadline", slot: far, first: 1, took: 20 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := coordination.NewMemoryStore()
+				st := &forgedSlot{Store: mem, slot: tc.slot, first: tc.first}
+				var sent atomic.Int64
+				base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					sent.Add(1)
+					return status(200).response(req)
+				})
+				rt := coordinated(t, base, llmretry.Policy{Waits: []time.Duration{time.Second}, Reserve: 30 * time.Second}, coordination.Config{Store: st})
+				// Paced as another process's report makes it: a bucket
+				// of 10, one back a second, full in 5 s (a send now);
+				// limited to 4 calls in flight, none in flight.
+				now := time.Now()
+				reports := []store.Report{{At: now, Burst: 10, Every: time.Second, Full: now.Add(5 * time.Second)}}
+				if tc.limited {
+					until := now.Add(time.Minute)
+					reports = append(reports,
+						store.Report{At: now, Evidence: store.ProviderUp, Owner: "other", Unleased: 4, Seq: 1, TallyUntil: until, Cut: true, Grow: 30 * time.Second, CapUntil: until},
+						store.Report{At: now, Evidence: store.ProviderUp, Owner: "other", Seq: 2, TallyUntil: until})
+				}
+				for _, r := range reports {
+					_, err := mem.Report(context.Background(), "api.example.com", r)
+					require.NoError(t, err)
+				}
+
+				ctx := context.Background()
+				if tc.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+					defer cancel()
+				}
+				start := time.Now()
+				resp, err := rt.RoundTrip(mustRequest(t, ctx))
+				took := time.Since(start)
+				if !tc.gaveUp {
+					require.NoError(t, err)
+					resp.Body.Close()
+					assert.LessOrEqual(t, took, tc.took)
+					assert.Equal(t, int64(1), sent.Load())
+					return
+				}
+				var held *coordination.HeldError
+				require.ErrorAs(t, err, &held)
+				assert.ErrorIs(t, err, llmretry.ErrNoTimeLeft)
+				assert.Equal(t, coordination.HoldPaced, held.Reason)
+				assert.Equal(t, time.Duration(0), took, "at once")
+				assert.Zero(t, sent.Load(), "nothing sent")
+				assert.Less(t, held.Left, time.Hour, "Until %v: no further off than its own facts could put it", held.Until)
+				assert.Zero(t, load(t, mem, "api.example.com").InFlight, "the lease released")
+			})
+		})
+	}
 }
 
 // Under a limit on calls in flight, a stream stays in flight until its

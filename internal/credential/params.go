@@ -7,6 +7,26 @@ import "strings"
 // value too, as by a ProviderKey header's.
 const ProviderKeyParam = "key"
 
+// IsProviderKeyParam reports whether name, a query parameter's name as
+// the raw query writes it, is ProviderKeyParam in any spelling: any case,
+// escaped or not. It allocates nothing for a name without escapes.
+func IsProviderKeyParam(name string) bool {
+	return strings.EqualFold(unescape(name), ProviderKeyParam)
+}
+
+// CutParam returns the first parameter of the raw query q ("name=value",
+// as written) and the rest of q after its separator. A parameter ends at
+// '&' or ';': the one rule for every reader of a query here (HasParam,
+// MaskQuery, the provider key's key= value) and for a text's name=value
+// (RedactParams, which also ends a value at ';'), since a server may read
+// either as a separator. It allocates nothing.
+func CutParam(q string) (param, rest string) {
+	if i := strings.IndexAny(q, "&;"); i >= 0 {
+		return q[:i], q[i+1:]
+	}
+	return q, ""
+}
+
 // IsParam reports whether a query parameter named name (decoded) carries
 // a credential. The rule is one for every use (a log line blanks the
 // value, a span shows REDACTED, a route removes the parameter): the name,

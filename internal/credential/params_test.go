@@ -34,3 +34,39 @@ func TestIsParam(t *testing.T) {
 func TestIsParamAllocatesNothing(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { IsParam("X-Amz-Security-Token") }))
 }
+
+// A query's parameters end at '&' and at ';', as a text's name=value does
+// (RedactParams): every separator is cut, and nothing else.
+func TestCutParam(t *testing.T) {
+	for q, want := range map[string][]string{
+		"":                       nil,
+		"key=K":                  {"key=K"},
+		"alt=sse&key=K":          {"alt=sse", "key=K"},
+		"alt=sse;key=K":          {"alt=sse", "key=K"},
+		"a=1;b=2&c=3;":           {"a=1", "b=2", "c=3"},
+		"&&a":                    {"", "", "a"},
+		"x=a%3Bb&y=c%26d":        {"x=a%3Bb", "y=c%26d"},
+		"q=a,b=c;sig=S&alt=json": {"q=a,b=c", "sig=S", "alt=json"},
+	} {
+		var got []string
+		for rest := q; rest != ""; {
+			var part string
+			part, rest = CutParam(rest)
+			got = append(got, part)
+		}
+		assert.Equal(t, want, got, q)
+	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { CutParam("alt=sse;key=K") }))
+}
+
+// The provider key's parameter is key in any case, escaped or not, and no
+// other credential parameter.
+func TestIsProviderKeyParam(t *testing.T) {
+	for _, name := range []string{"key", "Key", "KEY", "k%65y", "%4B%45%59"} {
+		assert.True(t, IsProviderKeyParam(name), name)
+	}
+	for _, name := range []string{"", "keys", "api_key", "api-key", "monkey", "key%", "sig"} {
+		assert.False(t, IsProviderKeyParam(name), name)
+	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { IsProviderKeyParam("Key") }))
+}

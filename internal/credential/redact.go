@@ -129,12 +129,12 @@ func RedactURL(u *url.URL) string {
 }
 
 // HasParam reports whether the raw query q has a credential parameter
-// (IsParam, its name unescaped) with a value. It allocates nothing for a
-// name without escapes.
+// (IsParam, its name unescaped) with a value; its parameters are split as
+// CutParam splits them. It allocates nothing for a name without escapes.
 func HasParam(q string) bool {
 	for q != "" {
 		var part string
-		part, q, _ = strings.Cut(q, "&")
+		part, q = CutParam(q)
 		if name, v, ok := strings.Cut(part, "="); ok && v != "" && IsParam(unescape(name)) {
 			return true
 		}
@@ -144,25 +144,28 @@ func HasParam(q string) bool {
 
 // MaskQuery returns the raw query q with the value of each credential
 // parameter (IsParam, its name unescaped) replaced by mask, every name,
-// every other value and the order kept as they were (OpenTelemetry's
-// url.full, mask "REDACTED").
+// every other value, every separator and the order kept as they were
+// (OpenTelemetry's url.full, mask "REDACTED"); its parameters are split as
+// CutParam splits them.
 func MaskQuery(q, mask string) string {
 	if !HasParam(q) {
 		return q
 	}
 	var b strings.Builder
 	b.Grow(len(q))
-	for i, part := range strings.Split(q, "&") {
-		if i > 0 {
-			b.WriteByte('&')
-		}
+	for q != "" {
+		part, rest := CutParam(q)
 		name, _, hasValue := strings.Cut(part, "=")
 		if hasValue && IsParam(unescape(name)) {
 			b.WriteString(name)
 			b.WriteString("=" + mask)
-			continue
+		} else {
+			b.WriteString(part)
 		}
-		b.WriteString(part)
+		if len(part) < len(q) {
+			b.WriteByte(q[len(part)]) // its separator, as it was
+		}
+		q = rest
 	}
 	return b.String()
 }

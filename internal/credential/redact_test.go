@@ -70,6 +70,11 @@ func TestMaskQuery(t *testing.T) {
 		"AWSAccessKeyId=A&Signature=S&x=1":  "AWSAccessKeyId=REDACTED&Signature=REDACTED&x=1",
 		"key=":                              "key=",
 		"api-version=2024-06-01&monkey=ban": "api-version=2024-06-01&monkey=ban",
+		// ';' separates parameters as '&' does (RedactParams ends a
+		// value at either): each separator is kept as it was.
+		"alt=sse;key=K":        "alt=sse;key=REDACTED",
+		"key=K;alt=sse&sig=S;": "key=REDACTED;alt=sse&sig=REDACTED;",
+		"alt=sse;monkey=ban":   "alt=sse;monkey=ban",
 	} {
 		assert.Equal(t, want, MaskQuery(q, "REDACTED"), q)
 		assert.Equal(t, want != q, HasParam(q), q)
@@ -107,6 +112,7 @@ func TestCarried(t *testing.T) {
 		{"Azure api-key", "https://api.example.test/v1", http.Header{"Api-Key": {"k"}}, true},
 		{"an empty value", "https://api.example.test/v1", http.Header{"Api-Key": {""}}, false},
 		{"key= in the query", "https://api.example.test/v1?key=k&alt=sse", nil, true},
+		{"key= after a ';'", "https://api.example.test/v1?alt=sse;key=k", nil, true},
 		{"user information", "https://u:p@api.example.test/v1", nil, true},
 		{"another header", "https://api.example.test/v1?alt=sse", http.Header{"Anthropic-Version": {"2023-06-01"}}, false},
 	} {
