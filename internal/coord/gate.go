@@ -486,11 +486,20 @@ func (l *lane) look(a Admission, now time.Time) {
 				l.wake = earlier(l.wake, now.Add(iv))
 			}
 		}
-	case f.Paced(now) || f.Capped(now) || f.Taught(now):
+	case f.Capped(now) || f.Taught(now) || f.Paced(now) && turnWithin(f, now, l.cc.p.MaxServerWait()):
 		l.g = gatePace
 	case l.budget > 0 && !l.exempt:
 		l.g = gateBudget
 	}
+}
+
+// turnWithin reports whether the next turn of f's pace (the bucket's
+// refill of one request, Full − (Burst − 1) × Every) is at most d from
+// now. A pace whose next turn is further off paces nothing for a call
+// that honours server waits up to d: it goes, meets the provider's 429
+// and its wait, as the call would have written no such pace (Report).
+func turnWithin(f store.Facts, now time.Time, d time.Duration) bool {
+	return f.Full.Add(-time.Duration(max(f.Burst-1, 0))*f.Every).Sub(now) <= d
 }
 
 // register makes l's waiter, held from now, if it has none.

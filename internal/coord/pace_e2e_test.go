@@ -297,6 +297,27 @@ func TestCoordinatedPaceGivesUpPastItsLimit(t *testing.T) {
 	})
 }
 
+// A pace whose next turn is further off than a call's MaxRetryAfter paces
+// nothing for it (coordination.md): under the pace a patient call wrote (a
+// bucket of one, back in 30 s), a call that honours waits up to 10 s goes
+// at once, meets the provider's 429, and returns it (its wait too long).
+func TestCoordinatedPaceBeyondMaxRetryAfterPacesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBucket(1, 30*time.Second, 0)
+		st := coordination.NewMemoryStore()
+		patient, err := llmretry.NewCoordinated(b, llmretry.Policy{}, coordination.Config{Store: st})
+		require.NoError(t, err)
+		hasty, err := llmretry.NewCoordinated(b, llmretry.Policy{MaxRetryAfter: 10 * time.Second}, coordination.Config{Store: st})
+		require.NoError(t, err)
+		require.NoError(t, callMany(t, patient, b.start, 1, 0, time.Minute, nil)[0].err) // paced until 30 s
+		res := callMany(t, hasty, b.start, 1, 0, time.Minute, nil)[0]
+		assert.Zero(t, res.at, "at once")
+		assert.ErrorContains(t, res.err, "429")
+		assert.Len(t, b.admitted, 1)
+		assert.Len(t, b.refused, 1, "sent, not paced")
+	})
+}
+
 // forgedSlot grants its first TakeSends (all of them if first is 0) at
 // slot, past the lease asked for: an answer no store that keeps the
 // contract gives (store.Store: nothing is granted after l.Until), taking

@@ -69,7 +69,9 @@ var RateLimits = [...]RateLimit{
 //   - OpenRouter: the instant of its reset.
 //
 // Anthropic sends Retry-After on every 429, so its resets are not read
-// here. A value it cannot read, or a negative one, states nothing.
+// here. A value it cannot read, or a negative duration, states nothing;
+// an OpenRouter instant already past states a zero wait (the limit is
+// back: the schedule's wait alone applies).
 func SpentReset(h http.Header, now time.Time) (time.Duration, bool) {
 	requests, tokens := &RateLimits[openAIRequests], &RateLimits[openAITokens]
 	req, reqOK := GoDuration(h.Get(requests.Reset))
