@@ -416,11 +416,20 @@ func (c *call) decide() bool {
 	if moved {
 		wait = 0 // go around at once: the next route's facts are its own
 	}
+	if c.stayed && v.Held && j.why == stopNone {
+		// The key is down by this attempt's own failure, which keeps the
+		// call on its primary (a blip): its retry waits its own wait, as
+		// without routes, and then goes as the key's probe (whose first
+		// turn after a key that was up comes no later). Held by the gate
+		// instead, it would be refused there at once, the call having
+		// another route, and go around.
+		wait, j.why = c.p.plan(sched, j.server, now, c.lim)
+	}
 	c.why = j.why
 	if !moved && c.refusesPrefill(&j) {
 		c.moved = movedPrefill // the record says so; the resumer regenerates
 	}
-	held := v.Held && j.why == stopNone && !moved
+	held := v.Held && j.why == stopNone && !moved && !c.stayed
 	c.record(wait, held)
 	// The server's wait holds for the next attempt: a retry's, or the
 	// first of the round OnExhausted's yes runs when the retries are

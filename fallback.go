@@ -43,6 +43,7 @@ type routing struct {
 	spare    *http.Request      // another route's request made to join its key, not sent yet
 	spareFor int                // spare's route
 	moved    string             // why the latest attempt's result moved the call, for its record; "" if it did not
+	stayed   bool               // the latest attempt's down failure, the first its key heard, keeps the call on its primary (see goAround)
 	learnt
 }
 
@@ -122,7 +123,7 @@ func (c *call) leaveRoutes() {
 // (j.why is then stopNone, and c.moved says why). A call on its primary
 // alone never moves.
 func (c *call) moveOn(first stop, j *judgement, v coord.Verdict, routeFault bool, now time.Time) bool {
-	c.moved = ""
+	c.moved, c.stayed = "", false
 	if !c.routed() {
 		return false
 	}
@@ -258,6 +259,7 @@ func (c *call) goAround(first stop, j *judgement, v coord.Verdict, says coord.He
 	switch onPrimary := c.route == 0 && !c.long; {
 	case onPrimary && c.p.FallbackAfter > 0:
 		if now.Sub(c.f.start) < c.p.FallbackAfter && !cannot {
+			c.stayed = down
 			return 0, "", false
 		}
 		if !cannot {
@@ -266,6 +268,7 @@ func (c *call) goAround(first stop, j *judgement, v coord.Verdict, says coord.He
 	case !cannot && !down:
 		return 0, "", false // a 429 the schedule can wait out
 	case !cannot && onPrimary && c.downs < 2:
+		c.stayed = down
 		return 0, "", false // a blip stays home
 	case !cannot:
 		why = movedDown

@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmretry/llmretry/coordination"
 	"github.com/llmretry/llmretry/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -751,6 +752,26 @@ func TestFallbackBlipsInARow(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 4, prim.Attempts())
+		assert.Zero(t, fb.Attempts())
+	})
+}
+
+// Coordinated, a blip stays home too: the first failure marks the
+// primary's key down, yet the call's retry waits its own wait and goes to
+// the primary as the key's probe, not around it (the key was not down
+// before this call's failure said so).
+func TestCoordinatedBlipStaysOnThePrimary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder
+		prim, fb, base, p := twoRoutes(t, Policy{Waits: []time.Duration{time.Second, time.Second}, OnAttempt: rec.on}, []testkit.Reply{testkit.Fail(503), testkit.OK()}, []testkit.Reply{testkit.OK()})
+		rt, err := NewCoordinated(base, p, coordination.Config{})
+		require.NoError(t, err)
+		resp, err := post(t, rt, context.Background())
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, []int{0, 0}, routesOf(&rec))
+		assert.Equal(t, []time.Duration{time.Second, 0}, rec.retryIns(), "its own wait, not a hold")
+		assert.Equal(t, 2, prim.Attempts())
 		assert.Zero(t, fb.Attempts())
 	})
 }

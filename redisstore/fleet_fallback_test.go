@@ -27,10 +27,15 @@ const (
 	// fbMargin is what the bounds below allow for scheduling and round
 	// trips on a loaded 2-core machine under -race.
 	fbMargin = time.Second
+	// fbBlip is the fleet's first wait: a call whose own failure is the
+	// first its process hears of the outage is a blip, retried on the
+	// primary after it, then moved (decision 102).
+	fbBlip = time.Second
 )
 
 // The primary down for a minute: every call is answered at once, from the
-// fallback throughout the outage; the primary sees, besides each
+// fallback throughout the outage, but each process's first in it, a blip
+// answered after its first wait; the primary sees, besides each
 // process's first failure at most, one probe per probe interval (less
 // 20 %) for the whole fleet, and is probed throughout; within a probe
 // interval (and the fleet's next call) of its recovery a probe finds it
@@ -65,14 +70,20 @@ func TestFleetFallback(t *testing.T) {
 		t.Fatalf("%d results, want %d", len(res), fbProcs*fbCallsPerProc)
 	}
 	slowest := time.Duration(0)
+	blipped := make([]bool, fbProcs) // the process's first call in the outage has come
 	for _, r := range res {
 		if r.Status != http.StatusOK || r.Err != "" {
 			t.Errorf("process %d call %d: status %d, error %q", r.Proc, r.Call, r.Status, r.Err)
 		}
 		took := r.End.Sub(r.Start)
 		slowest = max(slowest, took)
-		if took > fbMargin {
-			t.Errorf("process %d call %d took %v: a call waits for nothing", r.Proc, r.Call, took)
+		bound, what := fbMargin, "a call waits for nothing"
+		if !r.Start.Before(outageAt) && !blipped[r.Proc] {
+			blipped[r.Proc] = true
+			bound, what = fbBlip+fbMargin, "a blip waits its first wait, no more"
+		}
+		if took > bound {
+			t.Errorf("process %d call %d took %v: %s", r.Proc, r.Call, took, what)
 		}
 		if !r.Start.Before(outageAt) && r.Start.Before(recovery.Add(-fbMargin)) && r.Route != 1 {
 			t.Errorf("process %d call %d, %v into the outage, was answered by route %d, not the fallback", r.Proc, r.Call, r.Start.Sub(outageAt).Round(time.Millisecond), r.Route)
