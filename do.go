@@ -42,8 +42,9 @@ import (
 // the calls, says why Do stopped (Reason: ErrNotRetryable for a Permanent
 // error, ErrRetriesSpent, ErrNoTimeLeft, ErrWaitTooLong, or ctx's error)
 // and wraps the last call's error, so errors.Is and errors.As reach both.
-// If ctx ends during a wait, Do returns at once with an *Exhausted error
-// wrapping ctx's error and makes no further call.
+// If ctx ends during a wait, Do returns at once, making no further call,
+// with an *Exhausted error whose Reason and Err are ctx's error (the last
+// call's error is in the record OnAttempt was given).
 //
 // An invalid policy is refused with Validate's error before call is made.
 //

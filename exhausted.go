@@ -198,9 +198,14 @@ func carriedResponse(err error) *http.Response {
 		v = v.Elem()
 	}
 	if v.Kind() == reflect.Struct {
-		if f := v.FieldByName("Response"); f.IsValid() && f.Type() == responseType && f.CanInterface() {
-			if resp := f.Interface().(*http.Response); resp != nil {
-				return resp
+		// Looked up by type first: a field promoted through a nil embedded
+		// pointer cannot be read (Value.FieldByName would panic), and is
+		// no response.
+		if sf, ok := v.Type().FieldByName("Response"); ok && sf.Type == responseType {
+			if f, err := v.FieldByIndexErr(sf.Index); err == nil && f.CanInterface() {
+				if resp := f.Interface().(*http.Response); resp != nil {
+					return resp
+				}
 			}
 		}
 	}

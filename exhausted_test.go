@@ -269,6 +269,9 @@ func TestExhaustedError(t *testing.T) {
 // through llmretry.
 func TestGaveUpNil(t *testing.T) {
 	assert.Nil(t, GaveUp(nil))
+	assert.Nil(t, GaveUp(promoted{}), "a Response behind a nil embedded pointer")
+	assert.Nil(t, GaveUp(fmt.Errorf("wrapped: %w", promoted{})))
+	assert.Nil(t, GaveUp(viaUnexported{&unexportedEmbed{Response: &http.Response{StatusCode: 502}}}))
 	assert.Nil(t, GaveUp(&http.Response{StatusCode: 502}))
 	req, err := http.NewRequest(http.MethodGet, testURL, nil)
 	require.NoError(t, err)
@@ -296,6 +299,19 @@ func (e *sdkError) Error() string { return "API error: " + http.StatusText(e.Sta
 type hidden struct{ response *http.Response }
 
 func (hidden) Error() string { return "hidden" }
+
+// promoted reaches a Response field through an embedded pointer, which
+// may be nil; viaUnexported through an unexported embedded type. GaveUp
+// reads neither a field behind a nil pointer nor one it may not read (nor
+// panics on them).
+type (
+	promoted        struct{ *sdkError }
+	viaUnexported   struct{ *unexportedEmbed }
+	unexportedEmbed struct{ Response *http.Response }
+)
+
+func (promoted) Error() string      { return "promoted" }
+func (viaUnexported) Error() string { return "via unexported" }
 
 // GaveUp reads the record off whatever the caller holds: the response, the
 // error an http.Client returned, or an SDK's error that carries the
