@@ -415,28 +415,26 @@ func (b *streamBody) broke(cause error) {
 	// a caller that closes the body while it waits or opens stops it,
 	// and nothing more is sent for a body nobody reads.
 	ctx, cancel := context.WithCancel(b.cm.f.Context)
-	f := *b.cm.f
-	f.Context = ctx
-	b.k.f = &f
 	b.mu.Lock()
 	old, prev, closed := b.rc, b.cancel, b.closed
-	b.cancel = cancel
+	b.cancel = cancel // Close, from now on, ends it
 	b.mu.Unlock()
 	old.Close()
 	if prev != nil {
 		prev() // the continuation before, whose body old was
 	}
 	if closed {
+		cancel() // Close came before it was set
 		b.err = errBodyClosed
 		return
 	}
+	f := *b.cm.f
+	f.Context = ctx
+	b.k.f = &f
 	resp, strategy, heldBack, err := b.k.continuation(&b.st, cause)
 	if err != nil {
-		b.mu.Lock()
-		closed = b.closed
-		b.mu.Unlock()
-		if closed {
-			err = errBodyClosed
+		if b.isClosed() {
+			err = errBodyClosed // the caller's Close ended it
 		}
 		b.err = err
 		return
@@ -470,6 +468,13 @@ func (b *streamBody) cut(cause error) error { return b.cm.cut(cause) }
 // for cause, fails with: an *Exhausted with ErrStreamCut for Reason.
 func (cm commit) cut(cause error) error {
 	return &Exhausted{Request: cm.req, Attempts: cm.n, Reason: ErrStreamCut, Err: cause, Routes: cm.taken, sent: cm.at}
+}
+
+// isClosed reports whether Close was called.
+func (b *streamBody) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
 }
 
 // stopIdle stops the idle bound.

@@ -116,15 +116,10 @@ func appendHeader(b []byte, name string, vs []string) []byte {
 
 // respelt reports whether h holds a provider key header under a name that
 // is not its canonical one (see spells). A map filled by Header.Set or
-// Add, or read off the wire, holds none: then the canonical look-ups are
-// the whole of appendCredential's work on the headers, and this one pass
-// over the names, which looks no further at a name of a length no
-// provider key header's has, its cost.
+// Add, or read off the wire, holds none; appendCredential asks only when
+// it found no canonical one.
 func respelt(h http.Header) bool {
 	for name := range h {
-		if keyNameLens&(1<<min(len(name), 63)) == 0 {
-			continue
-		}
 		for _, c := range credential.Headers {
 			if c.ProviderKey && spells(name, c.Name) {
 				return true
@@ -133,17 +128,6 @@ func respelt(h http.Header) bool {
 	}
 	return false
 }
-
-// keyNameLens has bit n set if a provider key header's name
-// (credential.Headers) is n bytes long, bit 63 for 63 bytes or more.
-var keyNameLens = func() (m uint64) {
-	for _, h := range credential.Headers {
-		if h.ProviderKey {
-			m |= 1 << min(len(h.Name), 63)
-		}
-	}
-	return m
-}()
 
 // appendSpellings appends the values of each spelling of the provider key
 // header canonical in h other than canonical itself (see spells) to b,
